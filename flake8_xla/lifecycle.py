@@ -1,0 +1,230 @@
+"""The torch_xla API lifecycle table (``rules/api_lifecycle.yaml``) as typed data.
+
+One row per API, module, argument or environment variable. Whether a use is removed,
+deprecated or planned on a given target release falls out of ``deprecated_in``/``removed_in``;
+the lifecycle rules (XLA101-XLA106) only match uses against the table and word the message.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Dict, List, Optional, Tuple
+
+from .versions import Version, parse_version
+
+KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
+STATUSES = ("removed", "deprecated", "planned")
+FIX_KINDS = ("rename", "rename_module", "delete_import", "rename_keyword", "keyword_arguments",
+             "drop_arguments", "manual")
+FIX_SAFETY = ("safe", "unsafe", "none")
+
+
+@dataclass(frozen=True)
+class Fix:
+    kind: str
+    safety: str
+
+
+@dataclass(frozen=True)
+class ArgumentChange:
+    """Which arguments of a call the row is about."""
+
+    label: str  # how messages name it, e.g. "the `defval` argument"
+    keyword: Optional[str] = None  # a keyword that triggers the row
+    position: Optional[int] = None  # a positional index at or beyond which an argument triggers it
+    strings_only: bool = False  # the positional argument triggers only when it is a string literal
+    allowed: Tuple[object, ...] = ()  # literal values that stay fine (e.g. nprocs=None or 1)
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    prefix: bool = False  # XRT_ matches every XRT_* variable
+    values: Tuple[str, ...] = ()  # only these values are affected (empty: any value)
+
+
+@dataclass(frozen=True)
+class ApiRow:
+    id: str
+    kind: str
+    names: Tuple[str, ...]
+    status: str  # the status on the newest known release
+    deprecated_in: Optional[Version]
+    removed_in: Optional[Version]
+    replacement: Optional[str]
+    replacement_since: Optional[Version]
+    instead: Optional[str]  # advice when there is no replacement, or a caveat that must be said
+    plan: Optional[str]  # planned action for planned rows: deprecation, removal, internalization
+    companion: Optional[str]  # the companion-runtime replacement (xla_compat), if any
+    companion_note: Optional[str]  # why there is no companion replacement
+    fix: Fix
+    evidence: str
+    notes: Optional[str] = None
+    effect: Optional[str] = None  # what a removed use does: AttributeError, ImportError, ignored ...
+    argument: Optional[ArgumentChange] = None
+    env: Optional[EnvVar] = None
+    references: Tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.names[0] if self.names else (self.env.name if self.env else self.id)
+
+    def state(self, target: Version) -> Optional[str]:
+        """removed / deprecated / planned on ``target``, or None when the use is fine there."""
+        if self.status == "planned":
+            return "planned"
+        if self.removed_in is not None and target >= self.removed_in:
+            return "removed"
+        if self.deprecated_in is not None and target >= self.deprecated_in:
+            return "deprecated"
+        return None
+
+    def advice(self) -> str:
+        if self.replacement:
+            since = f" ({self.replacement_since}+)" if self.replacement_since else ""
+            text = f"use {self.replacement}{since}"
+            return f"{text}; {self.instead}" if self.instead else text
+        return self.instead or "no replacement"
+
+
+@dataclass(frozen=True)
+class ApiTable:
+    latest: Version
+    rows: Tuple[ApiRow, ...]
+    by_name: Dict[str, ApiRow]  # function/class/decorator/module rows by every qualified name
+    arguments: Dict[str, Tuple[ApiRow, ...]]  # argument rows by the callee's qualified name
+    env_vars: Tuple[ApiRow, ...]
+    leaf_names: frozenset  # last segments of APIs and replacements, for hasattr() compat checks
+
+    def lookup(self, qualname: str) -> Optional[Tuple[ApiRow, str]]:
+        """The most specific row covering ``qualname`` (itself or a prefix), with the matched name."""
+        name = qualname
+        while True:
+            row = self.by_name.get(name)
+            if row is not None:
+                return row, name
+            cut = name.rfind(".")
+            if cut < 0:
+                return None
+            name = name[:cut]
+
+    def env_row(self, name: str, value: Optional[str]) -> Optional[ApiRow]:
+        for row in self.env_vars:
+            env = row.env
+            assert env is not None
+            if (name.startswith(env.name) if env.prefix else name == env.name):
+                if not env.values or (value is not None and value.upper() in env.values):
+                    return row
+        return None
+
+
+def _version(value) -> Optional[Version]:
+    return None if value in (None, "") else parse_version(str(value))
+
+
+def _row(raw: dict) -> ApiRow:
+    fix = raw.get("fix") or {}
+    argument = raw.get("argument")
+    env = raw.get("env")
+    return ApiRow(
+        id=raw["id"],
+        kind=raw["kind"],
+        names=tuple(raw.get("names", ())),
+        status=raw["status"],
+        deprecated_in=_version(raw.get("deprecated_in")),
+        removed_in=_version(raw.get("removed_in")),
+        replacement=raw.get("replacement"),
+        replacement_since=_version(raw.get("replacement_since")),
+        instead=raw.get("instead"),
+        plan=raw.get("plan"),
+        companion=raw.get("companion"),
+        companion_note=raw.get("companion_note"),
+        fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none")),
+        evidence=raw["evidence"],
+        notes=raw.get("notes"),
+        effect=raw.get("effect"),
+        argument=ArgumentChange(
+            label=argument["label"],
+            keyword=argument.get("keyword"),
+            position=argument.get("position"),
+            strings_only=bool(argument.get("strings_only", False)),
+            allowed=tuple(argument.get("allowed", ())),
+        ) if argument else None,
+        env=EnvVar(env["name"], bool(env.get("prefix", False)), tuple(env.get("values", ()))) if env else None,
+        references=tuple(raw.get("references", ())),
+    )
+
+
+def build_table(data: dict) -> ApiTable:
+    rows = tuple(_row(raw) for raw in data["apis"])
+    by_name: Dict[str, ApiRow] = {}
+    arguments: Dict[str, List[ApiRow]] = {}
+    leaves = set()
+    for row in rows:
+        if row.kind == "argument":
+            for name in row.names:
+                arguments.setdefault(name, []).append(row)
+        elif row.kind != "env_var":
+            for name in row.names:
+                by_name[name] = row
+        for name in row.names:
+            leaves.add(name.rsplit(".", 1)[-1])
+        if row.replacement:
+            head = row.replacement.split("(", 1)[0]
+            leaves.add(head.rsplit(".", 1)[-1])
+    return ApiTable(
+        latest=parse_version(str(data["latest_release"])),
+        rows=rows,
+        by_name=by_name,
+        arguments={k: tuple(v) for k, v in arguments.items()},
+        env_vars=tuple(r for r in rows if r.kind == "env_var"),
+        leaf_names=frozenset(leaves),
+    )
+
+
+def _load_yaml(text: str) -> dict:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)
+
+
+@functools.lru_cache(maxsize=None)
+def api_table() -> ApiTable:
+    """The shipped table, parsed once per process."""
+    text = resources.files("flake8_xla.rules").joinpath("api_lifecycle.yaml").read_text(encoding="utf-8")
+    return build_table(_load_yaml(text))
+
+
+def literal(node: ast.AST) -> object:
+    """The value of a literal argument, or a sentinel when it is not a literal."""
+    try:
+        return ast.literal_eval(node)
+    except Exception:
+        return _NOT_LITERAL
+
+
+_NOT_LITERAL = object()
+
+
+def argument_hits(row: ApiRow, call: ast.Call) -> Optional[ast.AST]:
+    """The argument node of ``call`` that the argument row ``row`` is about, if any."""
+    change = row.argument
+    assert change is not None
+    for keyword in call.keywords:
+        if change.keyword is not None and keyword.arg == change.keyword:
+            if change.allowed and literal(keyword.value) in change.allowed:
+                return None
+            return keyword
+    if change.position is not None and len(call.args) > change.position:
+        if any(type(a) is ast.Starred for a in call.args[: change.position + 1]):
+            return None  # positions are unknowable past a *args
+        arg = call.args[change.position]
+        if change.strings_only and not (type(arg) is ast.Constant and type(arg.value) is str):
+            return None
+        if change.allowed and literal(arg) in change.allowed:
+            return None
+        return arg
+    return None

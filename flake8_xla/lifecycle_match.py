@@ -1,0 +1,161 @@
+"""Match a file's resolved references against the API lifecycle table.
+
+Produces :class:`LifecycleUse` records; the XLA1xx rules pick theirs by row kind and state and
+word the message. Compat code (see :mod:`flake8_xla.semantic`) never produces a use.
+"""
+from __future__ import annotations
+
+import ast
+from typing import ClassVar, Iterator, List, NamedTuple, Optional, Tuple
+
+from .lifecycle import ApiRow, ApiTable, argument_hits
+from .rule import Diagnostic, FileContext, Rule
+from .semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
+from .versions import Version
+
+
+class LifecycleUse(NamedTuple):
+    row: ApiRow
+    state: str  # removed | deprecated | planned (on the target)
+    node: ast.AST  # where to report
+    api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
+    value: Optional[str] = None  # the value an environment variable is set to
+
+
+_ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}
+
+
+def match_lifecycle(model: SemanticModel, table: ApiTable, target: Version) -> List[LifecycleUse]:
+    uses: List[LifecycleUse] = []
+    reported_statements = set()
+    for ref in model.references:
+        qualname = ref.qualname
+        if qualname.startswith("torch_xla"):
+            uses.extend(_api_uses(ref, table, target, reported_statements))
+        elif qualname in _ENV_SETTERS and not ref.guard & COMPAT:
+            uses.extend(_env_uses(ref, model, table, target))
+    return uses
+
+
+def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -> Iterator[LifecycleUse]:
+    call = ref.call
+    hit = table.lookup(ref.qualname)
+    removed_callee = False
+    if hit is not None:
+        row, matched = hit
+        state = row.state(target)
+        guard = COMPAT | BROAD if ref.is_import else COMPAT
+        removed_callee = state == "removed"
+        if state and not ref.guard & guard:
+            use = _place(ref, row, matched, state, call, reported)
+            if use is not None:
+                yield use
+    if call is None or removed_callee or ref.guard & (COMPAT | TYPE_ERROR):
+        return
+    for row in table.arguments.get(ref.qualname, ()):
+        state = row.state(target)
+        if state is None:
+            continue
+        node = argument_hits(row, call)
+        if node is not None:
+            yield LifecycleUse(row, state, node, ref.written_prefix(ref.qualname) + "()")
+
+
+def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional[ast.Call],
+           reported: set) -> Optional[LifecycleUse]:
+    """Where and how to report one matched reference (None when it is reported elsewhere)."""
+    if ref.is_import:
+        stmt = ref.statement
+        if row.kind != "module" and state != "removed":
+            return None  # importing a deprecated or planned name is harmless; its uses are reported
+        if type(stmt) is ast.ImportFrom and _within(stmt.module or "", matched):
+            # `from removed.module import a, b`: one diagnostic for the statement
+            if id(stmt) in reported:
+                return None
+            reported.add(id(stmt))
+            return LifecycleUse(row, state, stmt, matched)
+        return LifecycleUse(row, state, ref.node, matched)
+    if row.kind == "module" and _within(ref.root_qualname, matched):
+        return None  # the import that bound the root name is already reported
+    api = ref.written_prefix(matched)
+    if call is not None and matched == ref.qualname and row.kind != "module":
+        api += "()"
+    return LifecycleUse(row, state, ref.node, api)
+
+
+def _within(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
+
+
+def _env_uses(ref: Reference, model: SemanticModel, table: ApiTable, target: Version) -> Iterator[LifecycleUse]:
+    for key_node, value_node in _env_assignments(ref, model):
+        key = _string(key_node)
+        if key is None:
+            continue
+        row = table.env_row(key, _string(value_node) if value_node is not None else None)
+        if row is None:
+            continue
+        state = row.state(target)
+        if state:
+            yield LifecycleUse(row, state, key_node, key, _string(value_node) if value_node is not None else None)
+
+
+def _env_assignments(ref: Reference, model: SemanticModel) -> Iterator[Tuple[ast.AST, Optional[ast.AST]]]:
+    parent = ref.parent
+    if ref.qualname == "os.environ":
+        if type(parent) is ast.Subscript and parent.value is ref.node and type(parent.ctx) is ast.Store:
+            yield parent.slice, model.assigned.get(parent)
+        return
+    call = ref.call
+    if call is None:
+        return
+    if ref.qualname in ("os.environ.setdefault", "os.putenv"):
+        if call.args:
+            yield call.args[0], call.args[1] if len(call.args) > 1 else None
+    else:  # os.environ.update({...}, KEY=value)
+        for arg in call.args:
+            if type(arg) is ast.Dict:
+                yield from ((k, v) for k, v in zip(arg.keys, arg.values) if k is not None)
+        for keyword in call.keywords:
+            if keyword.arg:
+                yield keyword, keyword.value
+
+
+def _string(node: Optional[ast.AST]) -> Optional[str]:
+    if type(node) is ast.keyword:
+        return node.arg
+    if type(node) is ast.Constant and type(node.value) is str:
+        return node.value
+    return None
+
+
+class LifecycleRule(Rule):
+    """A rule that reports the table rows of some kinds in some states (XLA101-XLA106)."""
+
+    kinds: ClassVar[Tuple[str, ...]]
+    states: ClassVar[Tuple[str, ...]]
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        for use in ctx.lifecycle_uses:
+            if use.row.kind in self.kinds and use.state in self.states:
+                yield self.diagnostic(ctx, use.node, self.message(use))
+
+    def message(self, use: LifecycleUse) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def covers(self, row: ApiRow) -> bool:
+        """Whether this rule can report ``row`` on some release (for the generated docs)."""
+        if row.kind not in self.kinds:
+            return False
+        if row.status == "planned":
+            return "planned" in self.states
+        return any(s in self.states for s in ("removed", "deprecated")
+                   if (s == "removed" and row.removed_in) or (s == "deprecated" and row.deprecated_in))
+
+
+def removal_phrase(row: ApiRow, state: str, removed_verb: str = "was removed") -> str:
+    """'was removed in torch_xla 2.7' / 'is deprecated since torch_xla 2.5 (removed in 2.7)'."""
+    if state == "removed":
+        return f"{removed_verb} in torch_xla {row.removed_in}"
+    later = f" (removed in {row.removed_in})" if row.removed_in else ""
+    return f"is deprecated since torch_xla {row.deprecated_in}{later}"

@@ -1,0 +1,89 @@
+"""What a rule is: metadata, documentation, examples (which are also its tests) and a check."""
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, NamedTuple, Sequence, Tuple
+
+from .lifecycle import ApiTable
+from .semantic import SemanticModel
+from .versions import Target
+
+
+class Diagnostic(NamedTuple):
+    line: int  # 1-based
+    col: int  # 0-based character column (flake8 adds 1 when printing)
+    code: str
+    message: str
+
+    def render(self, filename: str) -> str:
+        return f"{filename}:{self.line}:{self.col + 1}: {self.code} {self.message}"
+
+
+@dataclass(frozen=True)
+class Example:
+    """A code sample: VALID ones must stay silent, INVALID ones must produce exactly ``expect``."""
+
+    source: str
+    target: str = "2.9"
+    # (line, 1-based column, message) for each expected diagnostic of the owning rule.
+    expect: Tuple[Tuple[int, int, str], ...] = ()
+    title: str = ""
+
+
+class FileContext:
+    """One file under analysis. Derived facts are computed on first use and shared by all rules."""
+
+    def __init__(self, lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
+                 table: ApiTable) -> None:
+        self.lines = lines
+        self.tree = tree
+        self.filename = filename
+        self.target = target
+        self.table = table
+
+    @functools.cached_property
+    def model(self) -> SemanticModel:
+        return SemanticModel(self.tree, self.table.leaf_names, self.table.by_name.__contains__)
+
+    @functools.cached_property
+    def lifecycle_uses(self) -> list:
+        from .lifecycle_match import match_lifecycle
+
+        return match_lifecycle(self.model, self.table, self.target.version)
+
+    def column(self, node: ast.AST) -> Tuple[int, int]:
+        """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""
+        line, col = node.lineno, node.col_offset
+        if 0 < line <= len(self.lines):
+            text = self.lines[line - 1]
+            if not text.isascii():
+                col = len(text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
+        return line, col
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, e.g. removed-api
+    summary: ClassVar[str]
+    what_it_does: ClassVar[str]
+    why_bad: ClassVar[str]
+    fix_safety: ClassVar[str] = ""
+    since: ClassVar[str] = "0.1.0"
+    references: ClassVar[Tuple[str, ...]] = ()
+    valid: ClassVar[Tuple[Example, ...]] = ()
+    invalid: ClassVar[Tuple[Example, ...]] = ()
+
+    def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def diagnostic(self, ctx: FileContext, node: ast.AST, message: str) -> Diagnostic:
+        line, col = ctx.column(node)
+        return Diagnostic(line, col, self.code, message)
+
+    @classmethod
+    def module_name(cls) -> str:
+        """Mechanical file name: XLA101 + removed-api -> xla101_removed_api."""
+        return f"{cls.code.lower()}_{re.sub(r'[^a-z0-9]+', '_', cls.name)}"

@@ -1,0 +1,73 @@
+"""XLA101 removed-api."""
+from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.rule import Example
+
+
+class RemovedApi(LifecycleRule):
+    code = "XLA101"
+    name = "removed-api"
+    summary = "A torch_xla function or class that no longer exists on the target release"
+    kinds = ("function", "class", "decorator")
+    states = ("removed",)
+    what_it_does = (
+        "Flags uses of torch_xla functions, classes and decorators that were removed on the target "
+        "release, including the `from ... import` line that names them, and names the replacement."
+    )
+    why_bad = (
+        "The code fails on the target release: the attribute lookup raises `AttributeError` and "
+        "the from-import raises `ImportError`, often far from the training loop that needs it "
+        "(for example `xm.xrt_world_size()` inside a data sampler). Several of these APIs were "
+        "removed without a deprecation release, so no warning ever announced it."
+    )
+    fix_safety = (
+        "Where the replacement is a rename with the same meaning (for example "
+        "`xm.get_ordinal()` -> `torch_xla.runtime.global_ordinal()`) the fix is safe. APIs "
+        "without a replacement have no fix."
+    )
+    valid = (
+        Example("import torch_xla.runtime as xr\n\nworld = xr.world_size()\n", title="the replacement"),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
+            target="2.4",
+            title="fine on a target before the deprecation",
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n"
+            "import torch_xla.runtime as xr\n\n"
+            "if hasattr(xr, 'world_size'):\n"
+            "    world = xr.world_size()\n"
+            "else:\n"
+            "    world = xm.xrt_world_size()\n",
+            title="compat code in the other branch of a hasattr() check",
+        ),
+        Example(
+            "def save(obj, path):\n    pass\n\nsave({}, 'model.pt')\n",
+            title="an unrelated local definition",
+        ),
+    )
+    invalid = (
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
+            expect=((3, 9, "xm.xrt_world_size() was removed in torch_xla 2.7; "
+                           "use torch_xla.runtime.world_size() (2.1+)"),),
+        ),
+        Example(
+            "from torch_xla.core.xla_model import get_ordinal\n\nrank = get_ordinal()\n",
+            expect=(
+                (1, 38, "torch_xla.core.xla_model.get_ordinal was removed in torch_xla 2.7; "
+                        "use torch_xla.runtime.global_ordinal() (2.1+)"),
+                (3, 8, "get_ordinal() was removed in torch_xla 2.7; "
+                       "use torch_xla.runtime.global_ordinal() (2.1+)"),
+            ),
+            title="the import line itself fails",
+        ),
+        Example(
+            "import torch_xla.runtime as xr\n\n@xr.requires_pjrt\ndef main():\n    pass\n",
+            expect=((3, 2, "xr.requires_pjrt was removed in torch_xla 2.5; no replacement; remove "
+                           "the decorator: PJRT is the only runtime since torch_xla 2.1"),),
+            title="a decorator",
+        ),
+    )
+
+    def message(self, use: LifecycleUse) -> str:
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice()}"

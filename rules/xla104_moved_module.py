@@ -1,0 +1,64 @@
+"""XLA104 moved-module."""
+from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.rule import Example
+
+
+class MovedModule(LifecycleRule):
+    code = "XLA104"
+    name = "moved-module"
+    summary = "A torch_xla module that moved, was removed, or whose import is deprecated"
+    kinds = ("module",)
+    states = ("removed", "deprecated")
+    what_it_does = (
+        "Flags imports of, and references into, torch_xla modules that were moved or removed "
+        "(`torch_xla.experimental.xla_sharding`, `torch_xla.experimental.pjrt`, ...) or whose "
+        "import is deprecated (`torch_xla.experimental.dynamo_mark_sharding`). A module is "
+        "reported once at its import; uses of the imported name are not reported again."
+    )
+    why_bad = (
+        "Importing a removed module raises `ModuleNotFoundError` at start-up on the target "
+        "release. The deprecated `dynamo_*` imports only warn, but they do nothing: the ops are "
+        "registered automatically."
+    )
+    fix_safety = (
+        "Moved modules with the same contents (`experimental.xla_sharding` -> "
+        "`distributed.spmd`) are a safe import rewrite; deleting a deprecated `dynamo_*` import "
+        "is safe. Removed modules without a replacement need a human."
+    )
+    valid = (
+        Example("import torch_xla.distributed.spmd as xs\n\nmesh = xs.Mesh(ids, shape)\n", title="the new module"),
+        Example(
+            "try:\n"
+            "    import torch_xla.distributed.spmd as xs\n"
+            "except ImportError:\n"
+            "    import torch_xla.experimental.xla_sharding as xs\n",
+            title="compat import under try/except ImportError",
+        ),
+        Example(
+            "import torch_xla.experimental.xla_sharding as xs\n",
+            target="2.1",
+            title="fine before the deprecation",
+        ),
+    )
+    invalid = (
+        Example(
+            "import torch_xla.experimental.xla_sharding as xs\n\nmesh = xs.Mesh(ids, shape)\n",
+            expect=((1, 8, "torch_xla.experimental.xla_sharding was removed in torch_xla 2.5; "
+                           "use torch_xla.distributed.spmd (2.2+)"),),
+        ),
+        Example(
+            "from torch_xla.experimental.pjrt import world_size, global_ordinal\n",
+            expect=((1, 1, "torch_xla.experimental.pjrt was removed in torch_xla 2.5; use torch_xla.runtime "
+                           "(2.1+); rendezvous moved to xm.xla_rendezvous and spawn to torch_xla.launch"),),
+            title="one diagnostic per import statement",
+        ),
+        Example(
+            "import torch_xla.experimental.dynamo_mark_sharding\n",
+            expect=((1, 8, "torch_xla.experimental.dynamo_mark_sharding is deprecated since torch_xla 2.5; "
+                           "delete the import: the ops are registered automatically since 2.5"),),
+            title="a deprecated import",
+        ),
+    )
+
+    def message(self, use: LifecycleUse) -> str:
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice()}"

@@ -1,0 +1,79 @@
+"""XLA105 changed-argument."""
+from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.rule import Example
+
+
+class ChangedArgument(LifecycleRule):
+    code = "XLA105"
+    name = "changed-argument"
+    summary = "A torch_xla call whose arguments stopped working or are deprecated"
+    kinds = ("argument",)
+    states = ("removed", "deprecated")
+    what_it_does = (
+        "Flags calls that pass an argument torch_xla no longer accepts in that form: `defval` of "
+        "the ordinal/world-size helpers, `devkind` of `get_xla_supported_devices`, "
+        "`xmp.spawn(nprocs=N)`, FSDP's `mark_step_on_finalization=` and FSDPv2's positional "
+        "`mesh`. It points at the argument itself."
+    )
+    why_bad = (
+        "These are signature changes without an alias: the call raises `TypeError` or "
+        "`ValueError` on the target release, or, for `get_xla_supported_devices('TPU')` on 2.8+, "
+        "the string lands in a different parameter."
+    )
+    fix_safety = (
+        "Renaming `mark_step_on_finalization=` to `sync_on_finalization=` and turning FSDPv2's "
+        "positional `mesh` into a keyword are safe. Dropping `nprocs` changes how many processes "
+        "start and is unsafe."
+    )
+    valid = (
+        Example("import torch_xla\n\ntorch_xla.launch(train, args=(cfg,))\n", title="launch() has no nprocs"),
+        Example(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(train, args=(cfg,), nprocs=1)\n",
+            title="nprocs=1 is still accepted",
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal(0)\n",
+            target="2.4",
+            title="defval still existed in 2.4",
+        ),
+        Example(
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2\n\n"
+            "model = FSDPv2(model, mesh=mesh)\n",
+            title="mesh as a keyword",
+        ),
+    )
+    invalid = (
+        Example(
+            "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
+            "model = FSDP(model, mark_step_on_finalization=True)\n",
+            expect=((3, 21, "FSDP(): the `mark_step_on_finalization` keyword fails since torch_xla 2.8 "
+                            "(TypeError); use sync_on_finalization= (2.8+)"),),
+            title="a keyword renamed without an alias",
+        ),
+        Example(
+            "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(train, args=(cfg,), nprocs=8)\n",
+            expect=((3, 31, "xmp.spawn(): `nprocs` other than None or 1 fails since torch_xla 2.6 (ValueError); "
+                            "omit nprocs to use every device, or pass nprocs=1 to debug in one process"),),
+        ),
+        Example(
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2\n\n"
+            "model = FSDPv2(model, mesh)\n",
+            expect=((3, 23, "FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
+                            "(TypeError); pass them as keywords: mesh=..., shard_output=..."),),
+            title="FSDPv2's mesh is keyword-only",
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal(defval=0)\n",
+            expect=((3, 29, "xm.get_local_ordinal(): the `defval` argument fails since torch_xla 2.5 "
+                            "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments"),),
+        ),
+    )
+
+    def message(self, use: LifecycleUse) -> str:
+        row = use.row
+        assert row.argument is not None
+        if use.state == "removed":
+            status = f"fails since torch_xla {row.removed_in} ({row.effect})"
+        else:
+            status = removal_phrase(row, use.state)
+        return f"{use.api}: {row.argument.label} {status}; {row.advice()}"
