@@ -1,0 +1,48 @@
+"""Every rule's VALID/INVALID examples are tests; the docs are generated from the same examples."""
+import pytest
+
+from flake8_xla.engine import all_rules, lint_source
+from flake8_xla.rule import Rule
+
+RULES = all_rules()
+CASES = [
+    pytest.param(rule, example, valid, id=f"{rule.code}-{'valid' if valid else 'invalid'}-{i}")
+    for rule in RULES
+    for valid, examples in ((True, rule.valid), (False, rule.invalid))
+    for i, example in enumerate(examples)
+]
+
+
+@pytest.mark.parametrize("rule, example, valid", CASES)
+def test_example(rule: Rule, example, valid: bool) -> None:
+    found = [(d.line, d.col + 1, d.message) for d in lint_source(example.source, target=example.target)
+             if d.code == rule.code]
+    assert found == ([] if valid else list(example.expect))
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_rule_is_complete(rule: Rule) -> None:
+    assert rule.valid and rule.invalid, "every rule needs VALID and INVALID examples"
+    assert all(example.expect for example in rule.invalid)
+    for text in (rule.summary, rule.what_it_does, rule.why_bad, rule.fix_safety):
+        assert text.strip()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_doc_examples_are_exact(rule: Rule) -> None:
+    """The page's "Example" (first INVALID) shows only this rule's code; "Use instead" (first
+    VALID) is clean under every rule."""
+    example, use_instead = rule.invalid[0], rule.valid[0]
+    codes = {d.code for d in lint_source(example.source, target=example.target)}
+    assert codes == {rule.code}
+    assert lint_source(use_instead.source, target=use_instead.target) == []
+
+
+def test_codes_and_names_are_unique_and_mechanical() -> None:
+    codes = [r.code for r in RULES]
+    names = [r.name for r in RULES]
+    assert len(set(codes)) == len(codes) and len(set(names)) == len(names)
+    for rule in RULES:
+        module = type(rule).__module__.rsplit(".", 1)[-1]
+        assert module == rule.module_name(), "file name must follow code + kebab name"
+        assert rule.code[:3] == "XLA" and rule.code[3:].isdigit() and len(rule.code) == 6
