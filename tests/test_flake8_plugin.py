@@ -1,0 +1,112 @@
+"""The flake8 front-end, driven through the real flake8 command line."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MARK_STEP = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+MARK_STEP_MSG = "XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
+
+
+def flake8(*args: str, cwd=None, stdin: str = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flake8", "--select=XLA,E999", *args], cwd=cwd,
+                          input=stdin, capture_output=True, text=True)
+
+
+def test_bundled_example_output_is_exact() -> None:
+    result = flake8("--xla-target-version=2.9", "examples/train_old_api.py", cwd=ROOT)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 19
+    assert lines[0] == ("examples/train_old_api.py:12:8: XLA104 torch_xla.experimental.xla_sharding was removed "
+                        "in torch_xla 2.5; use torch_xla.distributed.spmd (2.2+)")
+    assert ("examples/train_old_api.py:22:18: XLA101 xm.xrt_world_size() was removed in torch_xla 2.7; "
+            "use torch_xla.runtime.world_size() (2.1+)") in lines
+    codes = sorted(line.split(": ", 1)[1].split()[0] for line in lines)
+    assert codes == ["XLA101"] * 2 + ["XLA102"] * 2 + ["XLA103"] * 8 + ["XLA104"] * 2 + ["XLA105"] * 3 + ["XLA106"] * 2
+
+
+def test_stdin_with_display_name(tmp_path) -> None:
+    result = flake8("--xla-target-version=2.9", "--stdin-display-name=train.py", "-", cwd=tmp_path,
+                    stdin=MARK_STEP)
+    assert result.stdout == f"train.py:2:1: {MARK_STEP_MSG}\n"
+
+
+def test_jobs_gives_the_same_result(tmp_path) -> None:
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text("\n" * i + MARK_STEP)
+    serial = flake8("--xla-target-version=2.9", "-j1", ".", cwd=tmp_path)
+    parallel = flake8("--xla-target-version=2.9", "-j2", ".", cwd=tmp_path)
+    assert parallel.returncode == serial.returncode == 1
+    assert sorted(parallel.stdout.splitlines()) == sorted(serial.stdout.splitlines())
+    assert len(serial.stdout.splitlines()) == 6
+
+
+def test_noqa_on_the_reported_line(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(
+        "import torch_xla.core.xla_model as xm\n"
+        "xm.mark_step()  # noqa: XLA102\n"
+        "xm.mark_step()  # noqa: XLA101\n"
+        "xm.mark_step(\n"
+        ")  # noqa: XLA102 -- wrong line: the diagnostic is on the call's first line\n")
+    result = flake8("--xla-target-version=2.9", "a.py", cwd=tmp_path)
+    assert result.stdout.splitlines() == [f"a.py:3:1: {MARK_STEP_MSG}", f"a.py:4:1: {MARK_STEP_MSG}"]
+
+
+def test_columns_count_characters_on_non_ascii_lines(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(
+        "import torch_xla.core.xla_model as xm\nétiquette = 'äöü'; xm.mark_step()\n", encoding="utf-8")
+    result = flake8("--xla-target-version=2.9", "a.py", cwd=tmp_path)
+    assert result.stdout == f"a.py:2:20: {MARK_STEP_MSG}\n"
+
+
+def test_syntax_error_gets_only_e999(tmp_path) -> None:
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step(\n")
+    result = flake8("a.py", cwd=tmp_path)
+    assert [line.split()[1] for line in result.stdout.splitlines()] == ["E999"]
+
+
+def test_target_from_flake8_config(tmp_path) -> None:
+    (tmp_path / "setup.cfg").write_text("[flake8]\nxla-target-version = 2.4\n")
+    (tmp_path / "a.py").write_text(MARK_STEP + "xm.get_ordinal()\n")
+    result = flake8("a.py", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == ""
+
+
+def test_target_inferred_from_requirements(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch_xla[tpu]>=2.6\n")
+    (tmp_path / "a.py").write_text(MARK_STEP + "xm.get_ordinal()\n")
+    result = flake8("a.py", cwd=tmp_path)
+    assert result.stdout == ("a.py:3:1: XLA102 xm.get_ordinal() is deprecated since torch_xla 2.5 (removed in 2.7); "
+                             "use torch_xla.runtime.global_ordinal() (2.1+)\n")
+
+
+def test_bad_target_version_is_a_usage_error(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(MARK_STEP)
+    result = flake8("--xla-target-version=latest", "a.py", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "not a torch_xla version: 'latest'" in result.stderr
+
+
+def test_vscode_flake8_format(tmp_path) -> None:
+    """The command line the VS Code flake8 extension runs (severity comes from the code's first letter)."""
+    result = flake8("--xla-target-version=2.9", "--format=%(row)d,%(col)d,%(code).1s,%(code)s:%(text)s", "-",
+                    "--stdin-display-name", str(tmp_path / "a.py"), cwd=tmp_path, stdin=MARK_STEP)
+    assert result.stdout == "2,1,X,XLA102:" + MARK_STEP_MSG.split(" ", 1)[1] + "\n"
+
+
+def test_plugin_is_registered() -> None:
+    result = subprocess.run([sys.executable, "-m", "flake8", "--version"], capture_output=True, text=True)
+    assert "flake8-xla: 0.1.0" in result.stdout
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01import torch_xla\n", b"# -*- coding: utf-8 -*-\nx = '\xff\xfe torch_xla'\n"])
+def test_binary_garbage_does_not_crash(tmp_path, content: bytes) -> None:
+    (tmp_path / "a.py").write_bytes(content)
+    result = flake8("a.py", cwd=tmp_path)
+    assert "Traceback" not in result.stderr
+    assert "XLA" not in result.stdout
+    assert result.returncode in (0, 1)

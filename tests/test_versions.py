@@ -1,0 +1,192 @@
+"""Version targeting: severity and wording follow the target; the default is inferred."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flake8_xla import versions
+from flake8_xla.engine import lint_source
+from flake8_xla.versions import Version, infer_target, parse_version, requirement_floor
+
+XM = "import torch_xla.core.xla_model as xm\n"
+XR = "import torch_xla.runtime as xr\n"
+XMP = "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+OS = "import os\n"
+FSDPV2 = ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import "
+          "SpmdFullyShardedDataParallel as FSDPv2\n")
+FSDP = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+
+TARGETS = ("2.1", "2.4", "2.6", "2.8", "2.9")
+# snippet -> the codes reported on each target in TARGETS (None: silent)
+TABLE = {
+    XM + "xm.mark_step()": (None, None, None, "XLA102", "XLA102"),
+    XM + "xm.xla_device()": (None, None, None, "XLA102", "XLA102"),
+    XM + "xm.xrt_world_size()": (None, None, "XLA102", "XLA101", "XLA101"),
+    XM + "xm.get_ordinal()": (None, None, "XLA102", "XLA101", "XLA101"),
+    XM + "xm.parse_xla_device('TPU:0')": (None, None, "XLA102", "XLA101", "XLA101"),
+    XR + "xr.using_pjrt()": (None, None, "XLA101", "XLA101", "XLA101"),
+    XR + "xr.xla_device()": (None, None, None, "XLA101", "XLA101"),
+    XM + "xm.optimizer_step(opt)": ("XLA103",) * 5,
+    XM + "xm.get_local_ordinal(0)": ("XLA103", "XLA103", "XLA103 XLA105", "XLA103 XLA105", "XLA103 XLA105"),
+    XM + "xm.get_xla_supported_devices('TPU')": ("XLA103", "XLA103 XLA105", "XLA103 XLA105",
+                                                 "XLA103 XLA105", "XLA103 XLA105"),
+    XMP + "xmp.spawn(f, args=(), nprocs=8)": ("XLA103 XLA105",) * 5,
+    FSDPV2 + "FSDPv2(model, mesh)": (None, "XLA105", "XLA105", "XLA105", "XLA105"),
+    FSDP + "FSDP(model, mark_step_on_finalization=True)": (None, None, None, "XLA105", "XLA105"),
+    "import torch_xla.experimental.xla_sharding as xs": (None, "XLA104", "XLA104", "XLA104", "XLA104"),
+    "import torch_xla.experimental.pjrt as pjrt": ("XLA104",) * 5,
+    "import torch_xla.experimental.triton": (None, None, None, None, "XLA104"),
+    "import torch_xla.experimental.dynamo_mark_sharding": (None, None, "XLA104", "XLA104", "XLA104"),
+    "import torch_xla.amp\ntorch_xla.amp.GradScaler()": (None, None, None, None, "XLA101"),
+    "from torch_xla.core.functions import nms": (None, "XLA101", "XLA101", "XLA101", "XLA101"),
+    "import torch_xla.distributed.xla_dist": ("XLA104",) * 5,
+    OS + "os.environ['XLA_USE_FP16'] = '1'": (None, "XLA106", "XLA106", "XLA106", "XLA106"),
+    OS + "os.environ['PJRT_DEVICE'] = 'CUDA'": (None, None, None, "XLA106", "XLA106"),
+    OS + "os.environ['GPU_NUM_DEVICES'] = '4'": (None, None, None, "XLA106", "XLA106"),
+    OS + "os.environ['XLA_USE_SPMD'] = '1'": ("XLA106",) * 5,
+}
+
+
+@pytest.mark.parametrize("snippet, expected", TABLE.items(), ids=[s.splitlines()[-1] for s in TABLE])
+def test_codes_follow_the_target(snippet: str, expected) -> None:
+    got = tuple(" ".join(sorted(d.code for d in lint_source(snippet + "\n", target=t))) or None
+                for t in TARGETS)
+    assert got == expected
+
+
+@pytest.mark.parametrize("target, message", [
+    ("2.6", "xm.xrt_world_size() is deprecated since torch_xla 2.5 (removed in 2.7); "
+            "use torch_xla.runtime.world_size() (2.1+)"),
+    ("2.7", "xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() (2.1+)"),
+])
+def test_wording_follows_the_target(target: str, message: str) -> None:
+    [diagnostic] = lint_source(XM + "xm.xrt_world_size()\n", target=target)
+    assert diagnostic.message == message
+
+
+def test_env_wording_follows_the_target() -> None:
+    source = OS + "os.environ['XLA_USE_FP16'] = '1'\n"
+    [on_24] = lint_source(source, target="2.4")
+    [on_25] = lint_source(source, target="2.5")
+    assert on_24.message.startswith("environment variable XLA_USE_FP16 is deprecated since torch_xla 2.4 "
+                                    "(removed in 2.5);")
+    assert on_25.message.startswith("environment variable XLA_USE_FP16 is ignored since torch_xla 2.5;")
+
+
+@pytest.mark.parametrize("text, version", [
+    ("2.8", Version(2, 8)), ("2.8.1", Version(2, 8)), ("2.9.0+cpu", Version(2, 9)), ("v2.10", Version(2, 10)),
+])
+def test_parse_version(text: str, version: Version) -> None:
+    assert parse_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["", "two", "2", "latest"])
+def test_parse_version_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a torch_xla version"):
+        parse_version(text)
+
+
+@pytest.mark.parametrize("requirement, floor", [
+    ("torch_xla>=2.5", Version(2, 5)),
+    ("torch-xla[tpu] >= 2.6.0, <3", Version(2, 6)),
+    ("torch_xla==2.4.0", Version(2, 4)),
+    ("torch.xla~=2.3.1", Version(2, 3)),
+    ("torch_xla<2.8", None),
+    ("torch_xla", None),
+    ("torch_xla>=2.5; python_version>='3.10'", Version(2, 5)),
+    ("torchvision>=0.20", None),
+    ("torch>=2.5", None),
+])
+def test_requirement_floor(requirement: str, floor) -> None:
+    assert requirement_floor(requirement) == floor
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    versions._floor_in_directory.cache_clear()
+    versions._project_floor.cache_clear()
+    versions._warn_once.cache_clear()
+    versions.installed_version.cache_clear()
+    yield
+
+
+def _no_installed(monkeypatch) -> None:
+    monkeypatch.setattr(versions, "installed_version", lambda: None)
+
+
+def test_explicit_option_wins(tmp_path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch_xla>=2.4\n")
+    target = infer_target(str(tmp_path / "a.py"), "2.8", Version(2, 9))
+    assert target.version == Version(2, 8)
+
+
+def test_floor_from_pyproject(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["numpy", "torch_xla[tpu]>=2.6"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("")
+    target = infer_target(str(tmp_path / "pkg" / "a.py"), None, Version(2, 9))
+    assert target.version == Version(2, 6)
+    assert "pyproject.toml" in target.source
+
+
+def test_floor_from_poetry(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "pyproject.toml").write_text('[tool.poetry.dependencies]\ntorch-xla = "^2.5"\n')
+    (tmp_path / "a.py").write_text("")
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).version == Version(2, 5)
+
+
+def test_floor_from_setup_cfg(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    torch\n    torch_xla>=2.3\n")
+    (tmp_path / "a.py").write_text("")
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).version == Version(2, 3)
+
+
+def test_floor_from_requirements_in_a_parent_directory(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "requirements-tpu.txt").write_text("# pinned\ntorch_xla==2.7.0\n")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py").write_text("")
+    assert infer_target(str(tmp_path / "src" / "pkg" / "a.py"), None, Version(2, 9)).version == Version(2, 7)
+
+
+def test_broken_pyproject_falls_back_with_one_warning(tmp_path, monkeypatch, capsys) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "pyproject.toml").write_text("[project\nthis is not toml")
+    (tmp_path / "requirements.txt").write_text("torch_xla>=2.5\n")
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).version == Version(2, 5)
+    assert infer_target(str(tmp_path / "b.py"), None, Version(2, 9)).version == Version(2, 5)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("flake8-xla: warning: could not read ") and "pyproject.toml" in err[0]
+
+
+def test_falls_back_to_installed_then_latest(tmp_path, monkeypatch) -> None:
+    (tmp_path / ".git").mkdir()  # the project root: the walk stops here
+    (tmp_path / "a.py").write_text("")
+    monkeypatch.setattr(versions, "installed_version", lambda: Version(2, 6))
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).source == "installed torch_xla"
+    _no_installed(monkeypatch)
+    target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
+    assert target.version == Version(2, 9) and target.source == "newest release known to flake8-xla"
+
+
+def test_installed_version_reads_metadata_without_importing_torch(tmp_path) -> None:
+    """A fake torch_xla distribution whose package would explode on import."""
+    site = tmp_path / "site"
+    dist = site / "torch_xla-2.6.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_xla\nVersion: 2.6.0\n")
+    (site / "torch_xla").mkdir()
+    (site / "torch_xla" / "__init__.py").write_text("raise SystemExit('torch_xla must not be imported')\n")
+    code = ("import sys; from flake8_xla.versions import installed_version; "
+            "print(installed_version()); assert 'torch' not in sys.modules and 'torch_xla' not in sys.modules")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2.6"
