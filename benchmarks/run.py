@@ -76,6 +76,9 @@ def log(msg: str) -> None:
 
 def run(cmd, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("check", True)
+    # Never the repository: `python -c`/`-m` put the cwd on sys.path, and the repo's
+    # flake8_xla.egg-info there would make flake8-xla visible to the bare venv too.
+    kw.setdefault("cwd", CACHE)
     return subprocess.run(cmd, **kw)
 
 
