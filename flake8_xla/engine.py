@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import re
 from typing import List, Optional, Sequence
 
@@ -53,7 +54,8 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
 
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9") -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
-    return lint(source.splitlines(keepends=True), None, filename, target)
+    # Split only at the newlines Python's tokenizer knows (str.splitlines also splits at \x0c, U+2028 ...).
+    return lint(io.StringIO(source, newline=None).readlines(), None, filename, target)
 
 
 __all__ = ["Diagnostic", "all_rules", "lint", "lint_source", "lint_tree", "might_match", "parse_version"]
