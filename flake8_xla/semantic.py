@@ -132,6 +132,7 @@ class SemanticModel:
         self._star_known = star_known
         self._uses: List[_Use] = []
         self._imports: List[Tuple[ast.alias, str, int, ast.AST]] = []
+        self._compat_tests: Dict[ast.AST, bool] = {}  # an If test is asked twice: block and branch
         # Subscript assignment targets -> assigned value (``os.environ[k] = v``).
         self.assigned: Dict[ast.AST, ast.expr] = {}
         self.module_scope = Scope("module", None)
@@ -225,6 +226,12 @@ class SemanticModel:
     # -- compat-guard tests ---------------------------------------------------------------
     def is_compat_test(self, test: ast.expr, scope: Optional[Scope] = None) -> bool:
         """True for ``hasattr(xr, "world_size")``-style feature checks and version checks."""
+        cached = self._compat_tests.get(test)
+        if cached is None:
+            cached = self._compat_tests[test] = self._is_compat_test(test, scope)
+        return cached
+
+    def _is_compat_test(self, test: ast.expr, scope: Optional[Scope]) -> bool:
         for node in ast.walk(test):
             kind = type(node)
             if kind is ast.Call:
