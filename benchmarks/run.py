@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -340,14 +341,22 @@ def flake8_cmd(python: str, jobs: int, extra=()) -> list:
     return [python, "-m", "flake8", "--isolated", "--exit-zero", f"--jobs={jobs}", *extra, "."]
 
 
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def timed(cmd, cwd: str, capture: bool = False):
+    """(wall seconds, CPU seconds of the process tree (user+sys, -j workers included), result)."""
+    c0 = children_cpu()
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=cwd, env=child_env(), stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - t0
+    cpu = children_cpu() - c0
     if res.returncode != 0:
         sys.exit(f"{' '.join(cmd)} in {cwd} exited {res.returncode}:\n{res.stderr.decode(errors='replace')[-2000:]}")
-    return elapsed, res
+    return elapsed, cpu, res
 
 
 def summarize(times) -> dict:
@@ -361,8 +370,8 @@ def bench_corpus(name: str, root: str, envs: dict, args) -> dict:
     # that the two runs agree on everything but XLA codes.
     warm = {}
     for venv in ("bare", "xla"):
-        t, res = timed(flake8_cmd(envs[venv], args.jobs), root, capture=True)
-        warm[venv] = {"seconds": t, "output_lines": res.stdout.count(b"\n")}
+        t, cpu, res = timed(flake8_cmd(envs[venv], args.jobs), root, capture=True)
+        warm[venv] = {"seconds": t, "cpu_seconds": cpu, "output_lines": res.stdout.count(b"\n")}
         if venv == "xla":
             xla_out = [ln for ln in res.stdout.decode(errors="replace").splitlines() if re.search(r": XLA\d", ln)]
             warm[venv]["xla_lines"] = len(xla_out)
@@ -370,19 +379,26 @@ def bench_corpus(name: str, root: str, envs: dict, args) -> dict:
             warm[venv]["stderr"] = res.stderr.decode(errors="replace")[-2000:]
         log(f"[time] {name}: warm-up {venv} {t:.2f}s ({warm[venv]['output_lines']} output lines)")
     times = {"bare": [], "xla": []}
+    cpus = {"bare": [], "xla": []}
     for i in range(args.runs):
         order = ("bare", "xla") if i % 2 == 0 else ("xla", "bare")  # ABBA: no side always goes first
         for venv in order:
-            t, _ = timed(flake8_cmd(envs[venv], args.jobs), root)
+            t, cpu, _ = timed(flake8_cmd(envs[venv], args.jobs), root)
             times[venv].append(t)
-        log(f"[time] {name}: run {i + 1}/{args.runs} bare {times['bare'][-1]:.3f}s xla {times['xla'][-1]:.3f}s")
+            cpus[venv].append(cpu)
+        log(f"[time] {name}: run {i + 1}/{args.runs} bare {times['bare'][-1]:.3f}s (cpu {cpus['bare'][-1]:.3f}s) "
+            f"xla {times['xla'][-1]:.3f}s (cpu {cpus['xla'][-1]:.3f}s)")
     bare, xla = summarize(times["bare"]), summarize(times["xla"])
+    bare_cpu, xla_cpu = summarize(cpus["bare"]), summarize(cpus["xla"])
     pair_ratios = [x / b for x, b in zip(times["xla"], times["bare"])]
     return {
         "bare": bare, "xla": xla,
         "ratio_median": xla["median"] / bare["median"],
         "ratio_min": xla["min"] / bare["min"],
         "ratio_paired_median": statistics.median(pair_ratios),
+        "bare_cpu": bare_cpu, "xla_cpu": xla_cpu,
+        "cpu_ratio_median": xla_cpu["median"] / bare_cpu["median"],
+        "cpu_ratio_min": xla_cpu["min"] / bare_cpu["min"],
         "warmup": warm,
     }
 
@@ -391,7 +407,7 @@ def bench_corpus(name: str, root: str, envs: dict, args) -> dict:
 # diagnostics and profile
 # --------------------------------------------------------------------------------------------
 def diagnostics(name: str, root: str, envs: dict, args) -> dict:
-    _, res = timed(flake8_cmd(envs["xla"], args.jobs, ["--select", "XLA"]), root, capture=True)
+    _, _, res = timed(flake8_cmd(envs["xla"], args.jobs, ["--select", "XLA"]), root, capture=True)
     lines = sorted(res.stdout.decode(errors="replace").splitlines(),
                    key=lambda ln: (ln.split(":", 1)[0], [int(p) if p.isdigit() else 0 for p in ln.split(":")[1:3]]))
     path = os.path.join(CACHE, f"{name}-xla.txt")
@@ -404,89 +420,93 @@ def diagnostics(name: str, root: str, envs: dict, args) -> dict:
             "stderr": res.stderr.decode(errors="replace")[-2000:] or None}
 
 
-PROFILE_SCRIPT = r'''
-import ast, cProfile, io, os, pstats, sys, time, tokenize
-import flake8_xla.plugin  # as flake8 loads it: the table is parsed at import
-from flake8_xla import engine
-
-root, top = sys.argv[1], int(sys.argv[2])
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
-files = []
-for p in paths:
-    try:
-        with tokenize.open(p) as fh:
-            lines = fh.readlines()
-        files.append((p, lines, ast.parse("".join(lines), p)))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        pass  # flake8 reports E999 and never runs plugins on these
-prof = cProfile.Profile()
-matched = 0
-t0 = time.perf_counter()
-for p, lines, tree in files:
-    matched += engine.might_match("".join(lines))
-    prof.enable()
-    engine.lint(lines, tree, p)
-    prof.disable()
-wall = time.perf_counter() - t0
-print(f"files linted: {len(files)}; passing the prefilter: {matched}; lint wall incl. profiler: {wall:.3f}s")
-for key in ("tottime", "cumulative"):
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats(key).print_stats(r"flake8_xla|rules/", top)
-    print(f"==== sorted by {key} (flake8_xla code only) ====")
-    print(out.getvalue())
-out = io.StringIO()
-pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
-print("==== sorted by tottime (everything under lint) ====")
-print(out.getvalue())
-'''
-
-PLAIN_LINT_SCRIPT = r'''
+# The corpus files read and parsed as flake8 does (tokenize.open + readlines, ast.parse of the
+# joined lines), outside any timer: flake8 parses every file for pyflakes anyway.
+_LOAD_FILES = r"""
 import ast, os, sys, time, tokenize
+def load(root):
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
+    files = []
+    for p in paths:
+        try:
+            with tokenize.open(p) as fh:
+                lines = fh.readlines()
+            files.append((p, lines, ast.parse("".join(lines), p)))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            pass  # flake8 reports E999 and runs no AST plugin on these
+    return files
+"""
+
+# Plugin import time (what every flake8 process pays once) and lint() over the corpus, best of 3.
+LINT_COST_SCRIPT = _LOAD_FILES + r"""
 t0 = time.perf_counter()
-import flake8_xla.plugin
+import flake8_xla.plugin  # as flake8 loads it: the API table is parsed at import
 t_import = time.perf_counter() - t0
 from flake8_xla import engine
-root = sys.argv[1]
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
-files = []
-for p in paths:
-    try:
-        with tokenize.open(p) as fh:
-            lines = fh.readlines()
-        files.append((p, lines, ast.parse("".join(lines), p)))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        pass
-best = None
+files = load(sys.argv[1])
+best = float("inf")
 for _ in range(3):
     t0 = time.perf_counter()
     for p, lines, tree in files:
         engine.lint(lines, tree, p)
-    t = time.perf_counter() - t0
-    best = t if best is None else min(best, t)
-print(f"{t_import:.4f} {best:.4f}")
-'''
+    best = min(best, time.perf_counter() - t0)
+matched = sum(engine.might_match("".join(lines)) for _, lines, _ in files)
+print(t_import, best, len(files), matched)
+"""
+
+PROFILE_SCRIPT = _LOAD_FILES + r"""
+import cProfile, io, pstats
+import flake8_xla.plugin
+from flake8_xla import engine
+root, top = sys.argv[1], int(sys.argv[2])
+files = load(root)
+prof = cProfile.Profile()
+for p, lines, tree in files:
+    prof.enable()
+    engine.lint(lines, tree, p)
+    prof.disable()
+ours = r"^(engine|semantic|lifecycle|lifecycle_match|rule|versions|plugin|xla1\d\d_\w+)\.py:"
+for title, key, restrict in (("flake8_xla code, by own time", "tottime", (ours, top)),
+                             ("flake8_xla code, by cumulative time", "cumulative", (ours, top)),
+                             ("everything under lint(), by own time", "tottime", (top,))):
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).strip_dirs().sort_stats(key).print_stats(*restrict)
+    print(f"==== {title} ====")
+    print(out.getvalue().strip("\n"))
+    print()
+"""
+
+
+def write_script(name: str, text: str) -> str:
+    scripts = os.path.join(CACHE, "scripts")
+    os.makedirs(scripts, exist_ok=True)
+    path = os.path.join(scripts, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def lint_cost(name: str, root: str, envs: dict) -> dict:
+    """In-process cost of the plugin, far less noisy than the whole-process difference."""
+    script = write_script("lint_cost.py", LINT_COST_SCRIPT)
+    res = run([envs["xla"], script, root], capture_output=True, text=True, env=child_env(), cwd=root)
+    t_import, t_lint, n_files, matched = res.stdout.split()
+    out = {"plugin_import_seconds": float(t_import), "lint_seconds_best_of_3": float(t_lint),
+           "files_parsed": int(n_files), "files_passing_prefilter": int(matched)}
+    log(f"[cost] {name}: plugin import {out['plugin_import_seconds'] * 1000:.0f} ms, lint() over {n_files} files "
+        f"({matched} pass the prefilter) {out['lint_seconds_best_of_3']:.3f}s (best of 3)")
+    return out
 
 
 def profile(name: str, root: str, envs: dict, args) -> dict:
-    scripts = os.path.join(CACHE, "scripts")
-    os.makedirs(scripts, exist_ok=True)
-    prof_py = os.path.join(scripts, "profile_lint.py")
-    plain_py = os.path.join(scripts, "plain_lint.py")
-    for path, text in ((prof_py, PROFILE_SCRIPT), (plain_py, PLAIN_LINT_SCRIPT)):
-        with open(path, "w") as f:
-            f.write(text)
-    res = run([envs["xla"], plain_py, root], capture_output=True, text=True, env=child_env(), cwd=root)
-    t_import, t_lint = (float(x) for x in res.stdout.split())
-    res = run([envs["xla"], prof_py, root, str(args.profile_top)], capture_output=True, text=True,
+    script = write_script("profile_lint.py", PROFILE_SCRIPT)
+    res = run([envs["xla"], script, root, str(args.profile_top)], capture_output=True, text=True,
               env=child_env(), cwd=root)
     path = os.path.join(CACHE, f"{name}-profile.txt")
     with open(path, "w") as f:
         f.write(res.stdout)
-    log(f"[profile] {name}: plugin import {t_import * 1000:.0f} ms, lint() over the corpus {t_lint:.3f}s "
-        f"(no profiler, best of 3); cProfile output in {os.path.relpath(path, REPO)}")
-    return {"plugin_import_seconds": t_import, "lint_seconds_best_of_3": t_lint,
-            "path": os.path.relpath(path, REPO), "summary": res.stdout.splitlines()[0] if res.stdout else ""}
+    log(f"[profile] {name}: cProfile of flake8_xla.engine.lint -> {os.path.relpath(path, REPO)}")
+    return {"path": os.path.relpath(path, REPO)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,8 +514,8 @@ def profile(name: str, root: str, envs: dict, args) -> dict:
 # --------------------------------------------------------------------------------------------
 def markdown(result: dict) -> str:
     rows = ["| corpus | files | lines | bare median (min) s | xla median (min) s | ratio median | ratio min "
-            "| target | XLA diagnostics |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| CPU ratio median (min) | in-process estimate | target | XLA diagnostics |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in result["corpora"].items():
         t = c.get("timing")
         if not t:
@@ -508,7 +528,9 @@ def markdown(result: dict) -> str:
         rows.append(
             f"| {name} | {st['files']} | {st['lines']} | {t['bare']['median']:.3f} ({t['bare']['min']:.3f}) "
             f"| {t['xla']['median']:.3f} ({t['xla']['min']:.3f}) | {t['ratio_median']:.3f}{ok} "
-            f"| {t['ratio_min']:.3f} | {'≤ %.2f' % target if target else '-'} "
+            f"| {t['ratio_min']:.3f} | {t['cpu_ratio_median']:.3f} ({t['cpu_ratio_min']:.3f}) "
+            f"| {t['estimated_ratio']:.3f} "
+            f"| {'≤ %.2f' % target if target else '-'} "
             f"| {diag.get('total', '-')}{' (' + by_code + ')' if by_code else ''} |")
     return "\n".join(rows)
 
@@ -626,6 +648,11 @@ def main(argv=None) -> int:
             if extra != warm["xla"].get("xla_lines"):
                 log(f"[check] {name}: xla run printed {extra} more lines than bare but {warm['xla'].get('xla_lines')} "
                     "XLA lines: the plugin changed other output?")
+        entry["lint_cost"] = lint_cost(name, root, envs)
+        if "timing" in entry:
+            c, t = entry["lint_cost"], entry["timing"]
+            # What the whole-process ratio would be if the plugin cost only its import and lint().
+            t["estimated_ratio"] = 1 + (c["plugin_import_seconds"] + c["lint_seconds_best_of_3"]) / t["bare"]["median"]
         missed = "timing" in entry and entry["timing"]["ratio_median"] > TARGETS.get(name, float("inf"))
         if args.profile == "always" or (args.profile == "auto" and missed):
             entry["profile"] = profile(name, root, envs, args)
@@ -640,10 +667,13 @@ def main(argv=None) -> int:
     for name, c in result["corpora"].items():
         d = c["diagnostics"]
         print(f"\n{name}: {d['total']} XLA diagnostics in {d['files_with_diagnostics']} files -> {d['path']}")
+        lc = c["lint_cost"]
+        print(f"{name}: in-process plugin cost: import {lc['plugin_import_seconds'] * 1000:.0f} ms + lint() "
+              f"{lc['lint_seconds_best_of_3']:.3f}s over {lc['files_parsed']} files "
+              f"({lc['files_passing_prefilter']} pass the prefilter)"
+              + (f"; estimated ratio {c['timing']['estimated_ratio']:.3f}" if "timing" in c else ""))
         if "profile" in c:
-            pr = c["profile"]
-            print(f"{name}: profile -> {pr['path']} ({pr['summary']}; lint() total {pr['lint_seconds_best_of_3']:.3f}s, "
-                  f"plugin import {pr['plugin_import_seconds'] * 1000:.0f} ms)")
+            print(f"{name}: profile -> {c['profile']['path']}")
     if not args.no_write and not args.no_timing:
         path = write_result(result)
         print(f"\nresult: {os.path.relpath(path, REPO)}")
