@@ -110,3 +110,17 @@ def test_binary_garbage_does_not_crash(tmp_path, content: bytes) -> None:
     assert "Traceback" not in result.stderr
     assert "XLA" not in result.stdout
     assert result.returncode in (0, 1)
+
+
+def test_internal_error_is_reported_not_raised(monkeypatch) -> None:
+    import ast
+
+    from flake8_xla import plugin
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(plugin, "lint", explode)
+    checker = plugin.XlaChecker(ast.parse(MARK_STEP), MARK_STEP.splitlines(True), "a.py")
+    assert list(checker.run()) == [
+        (1, 0, "XLA000 flake8-xla internal error, please report: RuntimeError: boom", plugin.XlaChecker)]
