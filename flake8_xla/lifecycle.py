@@ -215,16 +215,20 @@ def argument_hits(row: ApiRow, call: ast.Call) -> Optional[ast.AST]:
     assert change is not None
     for keyword in call.keywords:
         if change.keyword is not None and keyword.arg == change.keyword:
-            if change.allowed and literal(keyword.value) in change.allowed:
-                return None
-            return keyword
+            return keyword if _disallowed(change, keyword.value) else None
     if change.position is not None and len(call.args) > change.position:
         if any(type(a) is ast.Starred for a in call.args[: change.position + 1]):
             return None  # positions are unknowable past a *args
         arg = call.args[change.position]
         if change.strings_only and not (type(arg) is ast.Constant and type(arg.value) is str):
             return None
-        if change.allowed and literal(arg) in change.allowed:
-            return None
-        return arg
+        return arg if _disallowed(change, arg) else None
     return None
+
+
+def _disallowed(change: ArgumentChange, value: ast.AST) -> bool:
+    """With an allow-list, only a literal outside it is reported: a computed value may be fine."""
+    if not change.allowed:
+        return True
+    value = literal(value)
+    return value is not _NOT_LITERAL and value not in change.allowed

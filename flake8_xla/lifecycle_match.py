@@ -90,7 +90,7 @@ def _within(name: str, module: str) -> bool:
 def _env_uses(ref: Reference, model: SemanticModel, table: ApiTable, target: Version) -> Iterator[LifecycleUse]:
     for key_node, value_node in _env_assignments(ref, model):
         key = _string(key_node)
-        if key is None:
+        if key is None or _switches_off(value_node):
             continue
         row = table.env_row(key, _string(value_node) if value_node is not None else None)
         if row is None:
@@ -119,6 +119,15 @@ def _env_assignments(ref: Reference, model: SemanticModel) -> Iterator[Tuple[ast
         for keyword in call.keywords:
             if keyword.arg:
                 yield keyword, keyword.value
+
+
+def _switches_off(value: Optional[ast.AST]) -> bool:
+    """`X = "0"`, `X = ""` or `X = str(0)` turns a flag off: nothing to migrate."""
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "str" and len(value.args) == 1:
+        value = value.args[0]
+    if type(value) is ast.Constant:
+        return str(value.value).strip().lower() in ("", "0", "false", "none")
+    return False
 
 
 def _string(node: Optional[ast.AST]) -> Optional[str]:
