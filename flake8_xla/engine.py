@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence
 
 from .lifecycle import api_table
 from .rule import Diagnostic, FileContext, Rule
-from .versions import Target, infer_target, parse_version
+from .versions import Target, infer_target
 
 # A file that matches none of these cannot contain anything a rule reports.
 _PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
@@ -58,4 +58,4 @@ def lint_source(source: str, filename: str = "<string>", target: Optional[str] =
     return lint(io.StringIO(source, newline=None).readlines(), None, filename, target)
 
 
-__all__ = ["Diagnostic", "all_rules", "lint", "lint_source", "lint_tree", "might_match", "parse_version"]
+__all__ = ["Diagnostic", "all_rules", "lint", "lint_source", "lint_tree", "might_match"]

@@ -209,7 +209,8 @@ class SemanticModel:
         for child, child_guard in reversed(items):
             push((child, node, scope, child_guard))
 
-    def _block(self, statements: List[ast.stmt], guard: int, scope: Optional[Scope] = None) -> List[Tuple[ast.AST, int]]:
+    def _block(self, statements: List[ast.stmt], guard: int,
+               scope: Optional[Scope] = None) -> List[Tuple[ast.AST, int]]:
         """Statements with their guards: after ``if <compat test>: ... return``, the rest of the
         block is the fallback branch of that check."""
         out = []

@@ -37,7 +37,8 @@ class ChangedArgument(LifecycleRule):
             title="defval still existed in 2.4",
         ),
         Example(
-            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2\n\n"
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
+            "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n\n"
             "model = FSDPv2(model, mesh=mesh)\n",
             title="mesh as a keyword",
         ),
@@ -56,9 +57,10 @@ class ChangedArgument(LifecycleRule):
                             "omit nprocs to use every device, or pass nprocs=1 to debug in one process"),),
         ),
         Example(
-            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2\n\n"
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
+            "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n\n"
             "model = FSDPv2(model, mesh)\n",
-            expect=((3, 23, "FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
+            expect=((5, 23, "FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
                             "(TypeError); pass them as keywords: mesh=..., shard_output=..."),),
             title="FSDPv2's mesh is keyword-only",
         ),

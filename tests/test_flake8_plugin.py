@@ -103,7 +103,10 @@ def test_plugin_is_registered() -> None:
     assert "flake8-xla: 0.1.0" in result.stdout
 
 
-@pytest.mark.parametrize("content", [b"\x00\x01import torch_xla\n", b"# -*- coding: utf-8 -*-\nx = '\xff\xfe torch_xla'\n"])
+@pytest.mark.parametrize("content", [
+    b"\x00\x01import torch_xla\n",
+    b"# -*- coding: utf-8 -*-\nx = '\xff\xfe torch_xla'\n",
+])
 def test_binary_garbage_does_not_crash(tmp_path, content: bytes) -> None:
     (tmp_path / "a.py").write_bytes(content)
     result = flake8("a.py", cwd=tmp_path)
