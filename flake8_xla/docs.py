@@ -115,6 +115,34 @@ def render_lifecycle_table() -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def render_runtime() -> str:
+    """docs/runtime.md from the companion runtime's docstrings and the table rows that name it."""
+    import inspect
+
+    import xla_compat
+
+    used_by: Dict[str, List[str]] = {}
+    for row in api_table().rows:
+        if row.companion:
+            used_by.setdefault(row.companion.split(".", 1)[1], []).extend(f"`{n}`" for n in row.names)
+    lines = ["| API | what it does, its upstream equivalent and since when | replaces |", "|---|---|---|"]
+    for name in sorted(xla_compat.__all__, key=str.lower):
+        doc = " ".join(inspect.getdoc(getattr(xla_compat, name)).split())
+        lines.append(f"| `xla_compat.{name}` | {doc} | {'<br>'.join(used_by.get(name, [])) or '—'} |")
+    return "\n\n".join([
+        "# xla_compat: the companion runtime",
+        "Every replacement a flake8-xla diagnostic recommends, working on torch_xla 2.1 through 2.9: each call "
+        "dispatches to the newest upstream API the installed torch_xla has, and the helpers upstream does not "
+        "provide (object all-gather, mesh_reduce, barrier, rank-aware save) run over a gloo group, because "
+        "`torch.distributed.all_gather_object` on the `xla` group fails. They are tested across processes that "
+        "each own a torch_xla CPU device; a gloo group created inside `torch_xla.launch` workers timed out on "
+        "the CPU here, which is still open. Importing "
+        "`xla_compat` imports neither torch nor torch_xla; install them with `pip install 'flake8-xla[runtime]'`. "
+        "Generated from the docstrings by `python -m flake8_xla.docs`.",
+        "\n".join(lines),
+    ]) + "\n"
+
+
 def render_readme_rules() -> str:
     lines = ["| Code | Name | What it flags |", "|---|---|---|"]
     for rule in all_rules():
@@ -126,6 +154,7 @@ def render_readme_rules() -> str:
 def generated_files(root: pathlib.Path) -> Dict[pathlib.Path, str]:
     files = {root / DOCS_URL.format(code=rule.code): render_rule(rule) for rule in all_rules()}
     files[root / "docs" / "api-lifecycle.md"] = render_lifecycle_table()
+    files[root / "docs" / "runtime.md"] = render_runtime()
     readme = root / "README.md"
     text = readme.read_text(encoding="utf-8")
     start, end = text.index(README_START) + len(README_START), text.index(README_END)

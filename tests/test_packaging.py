@@ -105,3 +105,21 @@ def test_installed_wheel_runs_under_flake8(venv_python, tmp_path) -> None:
     version = run([venv_python, "-m", "flake8", "--version"], cwd=elsewhere)
     assert f"flake8-xla: {_version()}" in version.stdout, version.stdout
     print(f"\ninstalled-wheel checks took {time.perf_counter() - start:.1f}s")
+
+
+def test_linter_and_runtime_package_without_torch(venv_python, tmp_path) -> None:
+    """The fresh virtualenv has no torch: the linter works there, and xla_compat imports but a call
+    explains what to install."""
+    code = (
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('torch') is None and importlib.util.find_spec('torch_xla') is None\n"
+        "import xla_compat\n"
+        "assert 'torch' not in sys.modules\n"
+        "try:\n"
+        "    xla_compat.world_size()\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = run([venv_python, "-c", code], cwd=tmp_path)
+    assert result.stdout.strip() == ("xla_compat needs torch_xla, which is not installed: "
+                                     "pip install 'flake8-xla[runtime]'  (or: pip install torch torch_xla)")

@@ -1,0 +1,17 @@
+"""xla_compat: the replacements flake8-xla recommends, portable across torch_xla 2.1-2.9.
+
+Importing this package imports neither torch nor torch_xla; each call does, and raises an
+ImportError naming the install command when torch_xla is missing.
+"""
+from .checkpoint import atomic_save, consolidate_sharded, save, save_sharded, shard_path
+from .collectives import all_gather_object, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
+from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal, launch,
+                      local_ordinal, manual_seed, real_devices, spmd, sync, world_size)
+from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
+
+__all__ = [
+    "RateTracker", "add_step_closure", "all_gather_object", "atomic_save", "compile", "consolidate_sharded",
+    "device", "device_hw", "device_type", "devices", "do_on_ordinals", "get_rng_state", "global_ordinal", "launch",
+    "local_ordinal", "manual_seed", "mesh_reduce", "optimizer_step", "real_devices", "reduce_gradients",
+    "rendezvous", "save", "save_sharded", "shard_path", "spmd", "sync", "to_cpu", "world_size",
+]

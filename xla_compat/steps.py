@@ -1,0 +1,81 @@
+"""Per-step helpers: step closures, a throughput meter, and the DDP-style gradient step."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import _upstream as up
+from .runtime import sync, world_size
+
+
+def add_step_closure(closure: Callable[..., Any], args: Sequence = (), run_async: bool = False) -> None:
+    """Run ``closure(*args)`` after the current step's graph has executed, so reading tensor values
+    there costs no extra sync. Upstream: ``xm.add_step_closure`` (planned for removal, no
+    replacement yet); it is used while it exists."""
+    up.xm().add_step_closure(closure, args=tuple(args), run_async=run_async)
+
+
+class RateTracker:
+    """Throughput meter (items per second): ``rate()`` since the previous call, exponentially
+    smoothed, and ``global_rate()`` since creation. A replacement for ``xm.RateTracker``, which
+    the usability plan makes internal; pure Python, no device sync."""
+
+    def __init__(self, smooth_factor: float = 0.4, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0.0 <= smooth_factor < 1.0:
+            raise ValueError(f"smooth_factor must be in [0, 1), got {smooth_factor}")
+        self._smooth = smooth_factor
+        self._clock = clock
+        self._start = self._last = clock()
+        self._total = 0.0
+        self._pending = 0.0
+        self._rate: Optional[float] = None
+
+    def add(self, count: float) -> None:
+        self._pending += count
+        self._total += count
+
+    def rate(self) -> float:
+        now = self._clock()
+        elapsed = now - self._last
+        if elapsed <= 0:
+            return self._rate or 0.0
+        current = self._pending / elapsed
+        self._rate = current if self._rate is None else (1 - self._smooth) * current + self._smooth * self._rate
+        self._pending = 0.0
+        self._last = now
+        return self._rate
+
+    def global_rate(self) -> float:
+        elapsed = self._clock() - self._start
+        return self._total / elapsed if elapsed > 0 else 0.0
+
+
+def _gradients(optimizer) -> List[Any]:
+    return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+
+
+def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None) -> None:
+    """Average the gradients of ``optimizer``'s parameters over all replicas (in place).
+
+    A replacement for ``xm.reduce_gradients`` (planned to become internal). With one process it
+    does nothing; otherwise it all-reduces through XLA (``xm.all_reduce``), which is what
+    data-parallel training on XLA devices needs."""
+    count = world_size()
+    if count <= 1:
+        return
+    grads = _gradients(optimizer)
+    if grads:
+        xm = up.xm()
+        xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / count, groups=groups)
+
+
+def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[Dict[str, Any]] = None,
+                   groups: Optional[List[List[int]]] = None) -> Any:
+    """``reduce_gradients`` + ``optimizer.step(**optimizer_args)`` (+ ``sync()`` when ``barrier``).
+    A replacement for ``xm.optimizer_step`` (planned for removal); returns what ``step`` returns."""
+    reduce_gradients(optimizer, groups=groups)
+    loss = optimizer.step(**(optimizer_args or {}))
+    if barrier:
+        sync()
+    return loss
+
