@@ -79,8 +79,7 @@ def consolidate_sharded(prefix: str, world: int, save_path: Optional[str] = None
         raise FileNotFoundError(f"missing checkpoint shards: {missing}")
     shards = [torch.load(p, map_location="cpu", weights_only=False) for p in shard_paths(prefix, world)]
     fsdp = up.module("torch_xla.distributed.fsdp")
-    full, _ = fsdp.consolidate_sharded_state_dicts(
-        [s["model"] for s in shards], [s["shard_metadata"] for s in shards])
+    full = fsdp.consolidate_sharded_state_dicts([s["model"] for s in shards], shards[0]["shard_metadata"])
     if save_path is not None:
         atomic_save({"model": full}, save_path)
     return full
