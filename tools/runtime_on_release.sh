@@ -10,4 +10,5 @@ venv=".venv-torch_xla-${version}"
 "$venv/bin/python" -m pip install -q --no-deps -e .
 "$venv/bin/python" -m pip install -q flake8 PyYAML
 PJRT_DEVICE=CPU "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-    tests/runtime/test_runtime_single_process.py tests/runtime/test_runtime_multiprocess.py
+    tests/runtime/test_runtime_single_process.py tests/runtime/test_runtime_multiprocess.py \
+    tests/runtime/test_runtime_checkpoint.py

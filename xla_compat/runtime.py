@@ -5,6 +5,7 @@ torch_xla has; its docstring names that API and the release that introduced it.
 """
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -121,6 +122,12 @@ def compile(f: Optional[Callable] = None, full_graph: bool = False, name: Option
         legacy = up.newest(lambda: up.module("torch_xla.experimental").compile)
         return legacy(f) if f is not None else legacy
     kwargs: dict = {"full_graph": full_graph, "name": name}
+    if max_different_graphs is not None and not hasattr(
+            up.torch_xla()._XLAC, "_dynamic_shape_detector_set_max_num_different_graphs_allowed"):
+        # e.g. 2.5.1: the Python side accepts the limit but the binding it calls is missing.
+        warnings.warn(f"torch_xla {up.torch_xla().__version__} cannot enforce max_different_graphs; "
+                      "compiling without the limit", UserWarning, stacklevel=2)
+        max_different_graphs = None
     if max_different_graphs is not None:
         key = "max_different_graphs" if up.accepts(upstream, "max_different_graphs") else "num_different_graphs_allowed"
         kwargs[key] = max_different_graphs
