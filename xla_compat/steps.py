@@ -78,4 +78,3 @@ def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[Di
     if barrier:
         sync()
     return loss
-
