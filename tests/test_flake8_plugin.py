@@ -127,3 +127,9 @@ def test_internal_error_is_reported_not_raised(monkeypatch) -> None:
     checker = plugin.XlaChecker(ast.parse(MARK_STEP), MARK_STEP.splitlines(True), "a.py")
     assert list(checker.run()) == [
         (1, 0, "XLA000 flake8-xla internal error, please report: RuntimeError: boom", plugin.XlaChecker)]
+
+
+def test_readme_demo_infers_the_target_from_the_example_requirements() -> None:
+    """The README's command passes no target: examples/requirements.txt pins torch_xla 2.9."""
+    result = flake8("examples/train_old_api.py", cwd=ROOT)
+    assert len(result.stdout.splitlines()) == 19, result.stdout
