@@ -15,7 +15,7 @@ every row or aspect that cannot be checked statically is listed as skipped with 
 
 Exit status: 0 when the table agrees with the wheels, 1 on disagreements, 2 on errors.
 The default cache is $XLA_WHEEL_CACHE, else ~/.cache/flake8-xla/wheels.
-Dependencies: the standard library and PyYAML.
+Dependencies: PyYAML and this checkout's flake8_xla (the table is read through its typed loader).
 """
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's flake8_xla
+from flake8_xla.lifecycle import ApiRow, build_table  # noqa: E402
+from flake8_xla.versions import Version, parse_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "rules" / "api_lifecycle.yaml"
@@ -58,52 +62,15 @@ BACKEND_REMOVED = r"XLA:{b}\b[^.]*\bnot supported"
 
 
 # --------------------------------------------------------------------------------------------
-# The table (parsed here, not through flake8_xla, so the tool only needs PyYAML).
+# The table, through the same typed loader the linter uses.
 
-def version(text) -> Tuple[int, int]:
-    match = re.match(r"^\s*v?(\d+)\.(\d+)", str(text))
-    if not match:
-        raise ValueError(f"not a torch_xla version: {text!r}")
-    return int(match.group(1)), int(match.group(2))
+def implied_state(row: ApiRow, v: Version) -> str:
+    """The state the table implies on release ``v`` (planned rows are simply present)."""
+    return {"removed": REMOVED, "deprecated": DEPRECATED}.get(row.state(v) or "", PRESENT)
 
 
-def vstr(v: Tuple[int, int]) -> str:
-    return f"{v[0]}.{v[1]}"
-
-
-@dataclass
-class Row:
-    id: str
-    kind: str
-    names: Tuple[str, ...]
-    status: str
-    deprecated_in: Optional[Tuple[int, int]]
-    removed_in: Optional[Tuple[int, int]]
-    replacement: Optional[str]
-    replacement_since: Optional[Tuple[int, int]]
-    effect: Optional[str]
-    argument: dict
-    env: dict
-
-    def expected(self, v: Tuple[int, int]) -> str:
-        if self.removed_in is not None and v >= self.removed_in:
-            return REMOVED
-        if self.deprecated_in is not None and v >= self.deprecated_in:
-            return DEPRECATED
-        return PRESENT
-
-
-def load_table(path: Path = TABLE) -> List[Row]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-
-    def ver(value):
-        return None if value in (None, "") else version(value)
-
-    return [Row(id=raw["id"], kind=raw["kind"], names=tuple(raw.get("names") or ()), status=raw["status"],
-                deprecated_in=ver(raw.get("deprecated_in")), removed_in=ver(raw.get("removed_in")),
-                replacement=raw.get("replacement"), replacement_since=ver(raw.get("replacement_since")),
-                effect=raw.get("effect"), argument=raw.get("argument") or {}, env=raw.get("env") or {})
-            for raw in data["apis"]]
+def load_table(path: Path = TABLE) -> List[ApiRow]:
+    return list(build_table(yaml.safe_load(path.read_text(encoding="utf-8"))).rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,7 +229,7 @@ def _params(func: ast.AST, method: bool) -> Tuple[List[str], List[str], bool, bo
 class Wheel:
     def __init__(self, release: str, path: Path):
         self.release = release
-        self.version = version(release)
+        self.version = parse_version(release)
         self.path = path
         self.zip = zipfile.ZipFile(path)
         self.py = sorted(n for n in self.zip.namelist() if n.startswith("torch_xla/") and n.endswith(".py"))
@@ -580,7 +547,7 @@ def called_functions(wheel: Wheel, binding: Binding, func: ast.AST) -> List[Tupl
     return out
 
 
-def find_argument(wheel: Wheel, row: Row, qualname: str) -> Finding:
+def find_argument(wheel: Wheel, row: ApiRow, qualname: str) -> Finding:
     change = row.argument
     binding, func, method, where = callee_function(wheel, qualname)
     if binding is None:
@@ -588,7 +555,7 @@ def find_argument(wheel: Wheel, row: Row, qualname: str) -> Finding:
     if func is None:
         raise LookupError(f"{qualname}: cannot find the function definition ({where})")
     positional, kwonly, vararg, kwarg = _params(func, method)
-    keyword, position = change.get("keyword"), change.get("position")
+    keyword, position = change.keyword, change.position
     if keyword:
         present = keyword in positional or keyword in kwonly or kwarg
         sig = f"{where} ({'has' if present else 'no'} parameter {keyword})"
@@ -611,10 +578,10 @@ def find_argument(wheel: Wheel, row: Row, qualname: str) -> Finding:
     return Finding(PRESENT, sig)
 
 
-def find_env(wheel: Wheel, row: Row) -> Finding:
+def find_env(wheel: Wheel, row: ApiRow) -> Finding:
     """State of an env_var row: read by the .py sources or named by _XLAC.so, and deprecation texts."""
     env, facts = row.env, wheel.env_facts()
-    name, prefix, values = env["name"], bool(env.get("prefix")), [v.upper() for v in env.get("values") or ()]
+    name, prefix, values = env.name, env.prefix, [v.upper() for v in env.values]
     so = wheel.so_strings or []
     label = f"{name}={values[0]}" if values else name
     backend = ENV_BACKEND.get(label)
@@ -659,7 +626,7 @@ def parse_replacement(text: str) -> Tuple[Optional[str], List[str], Optional[str
     return (head if head.split(".")[0] == "torch_xla" else None), keywords, None
 
 
-def replacement_available(wheel: Wheel, row: Row) -> Finding:
+def replacement_available(wheel: Wheel, row: ApiRow) -> Finding:
     qual, keywords, keyword_only = parse_replacement(row.replacement or "")
     if keyword_only:
         for name in row.names:
@@ -684,14 +651,14 @@ def replacement_available(wheel: Wheel, row: Row) -> Finding:
     return Finding(REMOVED, f"{where}: no parameter {', '.join(missing)}") if missing else Finding(PRESENT, where)
 
 
-def compare(report: Report, row: Row, name: str, findings: Dict[str, Finding], wheels: List[Wheel]) -> None:
+def compare(report: Report, row: ApiRow, name: str, findings: Dict[str, Finding], wheels: List[Wheel]) -> None:
     """Report where the found states differ from the states the table implies."""
     present_in = [w.version for w in wheels if findings[w.release].state != REMOVED]
     first = min(present_in) if present_in else None
     label = name if len(row.names) > 1 else ""
     report.states[f"{row.id} {name}"] = {r: f"{f.state} {f.evidence}" for r, f in findings.items()}
     for wheel in wheels:
-        found, expected = findings[wheel.release], row.expected(wheel.version)
+        found, expected = findings[wheel.release], implied_state(row, wheel.version)
         report.checks += 1
         if found.state == expected:
             if (expected == REMOVED and row.removed_in and row.effect and found.effect and name == row.names[0]
@@ -702,21 +669,21 @@ def compare(report: Report, row: Row, name: str, findings: Dict[str, Finding], w
                                     found.evidence, label)
             continue
         if expected == PRESENT and found.state == REMOVED and first is not None and wheel.version < first:
-            report.notes.append(f"{row.id} {wheel.release}: {name} not yet in this release (first: {vstr(first)})")
+            report.notes.append(f"{row.id} {wheel.release}: {name} not yet in this release (first: {first})")
             continue
         report.disagree(row.id, wheel.release, expected, found.state, found.evidence, label)
 
 
-def check_transitions(report: Report, row: Row, wheels: List[Wheel]) -> None:
+def check_transitions(report: Report, row: ApiRow, wheels: List[Wheel]) -> None:
     oldest = min(w.version for w in wheels)
-    why = "2.0 is not on PyPI" if oldest <= version(RELEASES[0]) else "not in --releases"
+    why = "2.0 is not on PyPI" if oldest <= parse_version(RELEASES[0]) else "not in --releases"
     for aspect, when in (("deprecated_in", row.deprecated_in), ("removed_in", row.removed_in)):
         if when is not None and when <= oldest:
-            report.skip(row.id, aspect, f"{vstr(when)} is not after the oldest release checked, so that the "
+            report.skip(row.id, aspect, f"{when} is not after the oldest release checked, so that the "
                                         f"release before it differed is unverifiable ({why})")
 
 
-def check_replacement(report: Report, row: Row, wheels: List[Wheel]) -> None:
+def check_replacement(report: Report, row: ApiRow, wheels: List[Wheel]) -> None:
     if not row.replacement:
         return
     qual, _, keyword_only = parse_replacement(row.replacement)
@@ -728,7 +695,7 @@ def check_replacement(report: Report, row: Row, wheels: List[Wheel]) -> None:
         report.checks += 1
         if row.replacement_since is not None:
             want = PRESENT if wheel.version >= row.replacement_since else REMOVED
-        elif row.expected(wheel.version) != PRESENT:
+        elif implied_state(row, wheel.version) != PRESENT:
             want = PRESENT
         else:
             continue
@@ -737,11 +704,11 @@ def check_replacement(report: Report, row: Row, wheels: List[Wheel]) -> None:
                             "it missing", found.evidence)
         elif found.state != REMOVED and want == REMOVED:
             report.disagree(row.id, wheel.release,
-                            f"replacement {row.replacement} missing (replacement_since {vstr(row.replacement_since)})",
+                            f"replacement {row.replacement} missing (replacement_since {row.replacement_since})",
                             "it available", found.evidence)
 
 
-def check(rows: List[Row], wheels: List[Wheel]) -> Report:
+def check(rows: List[ApiRow], wheels: List[Wheel]) -> Report:
     report = Report(releases=[w.release for w in wheels])
     for row in rows:
         report.checked_rows.append(row.id)
@@ -752,17 +719,17 @@ def check(rows: List[Row], wheels: List[Wheel]) -> Report:
         elif row.kind == "argument":
             for name in row.names:
                 compare(report, row, name, {w.release: find_argument(w, row, name) for w in wheels}, wheels)
-            if row.argument.get("allowed"):
-                report.skip(row.id, "allowed", f"that {row.argument['allowed']} stay accepted needs control-flow "
+            if row.argument.allowed:
+                report.skip(row.id, "allowed", f"that {list(row.argument.allowed)} stay accepted needs control-flow "
                                                "analysis of the callee; only the warning/raise is checked")
         elif row.kind == "env_var":
             if any(w.so_strings is None for w in wheels):
                 report.skip(row.id, "row", "environment variables are read by the compiled library too; "
                                            "its strings were not scanned (--no-so)")
                 continue
-            label = row.env["name"] + (f"={'/'.join(row.env['values'])}" if row.env.get("values") else "")
+            label = row.env.name + (f"={'/'.join(row.env.values)}" if row.env.values else "")
             compare(report, row, label, {w.release: find_env(w, row) for w in wheels}, wheels)
-            if row.env.get("values"):
+            if row.env.values:
                 report.skip(row.id, "compiled-value", "whether _XLAC.so accepts the value is a string comparison in "
                                                       "compiled code; only the Python-side handling is checked")
         else:
@@ -774,8 +741,8 @@ def check(rows: List[Row], wheels: List[Wheel]) -> Report:
 
 # --------------------------------------------------------------------------------------------
 
-def so_tokens(rows: List[Row]) -> List[str]:
-    tokens = {r.env["name"] for r in rows if r.kind == "env_var"}
+def so_tokens(rows: List[ApiRow]) -> List[str]:
+    tokens = {r.env.name for r in rows if r.kind == "env_var"}
     tokens.update(f"XLA:{b}" for b in ENV_BACKEND.values())
     return sorted(tokens)
 
@@ -805,7 +772,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also print every row's state per release and the notes (APIs not yet added)")
     args = parser.parse_args(argv)
-    releases = sorted((r.strip() for r in args.releases.split(",") if r.strip()), key=version)
+    releases = sorted((r.strip() for r in args.releases.split(",") if r.strip()), key=parse_version)
     try:
         report = run(releases, args.cache or default_cache(), scan=not args.no_so, table=args.table)
     except (RuntimeError, LookupError, OSError, zipfile.BadZipFile) as exc:
