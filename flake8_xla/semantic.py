@@ -48,10 +48,7 @@ class Scope:
 
     def _owner(self, name: str) -> "Scope":
         if name in self.globals:
-            scope = self
-            while scope.parent is not None:
-                scope = scope.parent
-            return scope
+            return self.module()
         if name in self.nonlocals:
             scope = self.parent
             while scope is not None and scope.kind != "function":
@@ -70,10 +67,7 @@ class Scope:
     def lookup(self, name: str) -> Optional[str]:
         """The binding visible from this scope (None if the name is bound nowhere)."""
         if name in self.globals:
-            scope = self
-            while scope.parent is not None:
-                scope = scope.parent
-            return scope.bindings.get(name)
+            return self.module().bindings.get(name)
         scope: Optional[Scope] = self
         first = True
         while scope is not None:
