@@ -85,8 +85,11 @@ class ApiRow:
         if self.replacement:
             since = f" ({self.replacement_since}+)" if self.replacement_since else ""
             text = f"use {self.replacement}{since}"
-            return f"{text}; {self.instead}" if self.instead else text
-        return self.instead or "no replacement"
+            text = f"{text}; {self.instead}" if self.instead else text
+        else:
+            text = self.instead or "no replacement"
+        # the companion works on every supported release, so it is named even next to upstream's
+        return f"{text}; companion: {self.companion}()" if self.companion else text
 
 
 @dataclass(frozen=True)

@@ -49,15 +49,15 @@ class RemovedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             expect=((3, 9, "xm.xrt_world_size() was removed in torch_xla 2.7; "
-                           "use torch_xla.runtime.world_size() (2.1+)"),),
+                           "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
         ),
         Example(
             "from torch_xla.core.xla_model import get_ordinal\n\nrank = get_ordinal()\n",
             expect=(
                 (1, 38, "torch_xla.core.xla_model.get_ordinal was removed in torch_xla 2.7; "
-                        "use torch_xla.runtime.global_ordinal() (2.1+)"),
+                        "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()"),
                 (3, 8, "get_ordinal() was removed in torch_xla 2.7; "
-                       "use torch_xla.runtime.global_ordinal() (2.1+)"),
+                       "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()"),
             ),
             title="the import line itself fails",
         ),

@@ -39,21 +39,23 @@ class DeprecatedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\nxm.mark_step()\n",
             expect=(
-                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)"),
-                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"),
+                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+); "
+                        "companion: xla_compat.device()"),
+                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
+                       "companion: xla_compat.sync()"),
             ),
         ),
         Example(
             "import torch_xla\n\ntorch_xla.core.xla_model.mark_step()\n",
             expect=((3, 1, "torch_xla.core.xla_model.mark_step() is deprecated since torch_xla 2.8; "
-                           "use torch_xla.sync() (2.4+)"),),
+                           "use torch_xla.sync() (2.4+); companion: xla_compat.sync()"),),
             title="the full dotted path",
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             target="2.6",
             expect=((3, 9, "xm.xrt_world_size() is deprecated since torch_xla 2.5 (removed in 2.7); "
-                           "use torch_xla.runtime.world_size() (2.1+)"),),
+                           "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
             title="deprecated on the target, removed later",
         ),
     )

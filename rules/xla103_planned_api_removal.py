@@ -49,20 +49,22 @@ class PlannedApiRemoval(LifecycleRule):
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal()\n",
             expect=((3, 8, "xm.get_local_ordinal() is planned for deprecation by the PyTorch/XLA "
                            "usability plan (no warning as of torch_xla 2.9); "
-                           "use torch_xla.runtime.local_ordinal() (2.1+)"),),
+                           "use torch_xla.runtime.local_ordinal() (2.1+); companion: xla_compat.local_ordinal()"),),
         ),
         Example(
             "import functools\nimport torch_xla.core.xla_model as xm\n\n"
             "barrier = functools.partial(xm.rendezvous, 'init')\n",
             expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
-                            "(no warning as of torch_xla 2.9); use torch.distributed.barrier()"),),
+                            "(no warning as of torch_xla 2.9); use torch.distributed.barrier(); "
+                            "companion: xla_compat.rendezvous()"),),
             title="a reference without a call",
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), 'model.pt')\n",
             expect=((3, 1, "xm.save() is planned for removal by the PyTorch/XLA usability plan "
                            "(no warning as of torch_xla 2.9); no upstream replacement; torch.save() "
-                           "CPU copies on the master ordinal (torch.distributed.checkpoint under SPMD)"),),
+                           "CPU copies on the master ordinal (torch.distributed.checkpoint under SPMD); "
+                           "companion: xla_compat.save()"),),
             title="no upstream replacement",
         ),
     )

@@ -44,7 +44,7 @@ class MovedModule(LifecycleRule):
         Example(
             "import torch_xla.experimental.xla_sharding as xs\n\nmesh = xs.Mesh(ids, shape)\n",
             expect=((1, 8, "torch_xla.experimental.xla_sharding was removed in torch_xla 2.5; "
-                           "use torch_xla.distributed.spmd (2.2+)"),),
+                           "use torch_xla.distributed.spmd (2.2+); companion: xla_compat.spmd()"),),
         ),
         Example(
             "from torch_xla.experimental.pjrt import world_size, global_ordinal\n",

@@ -54,7 +54,8 @@ class ChangedArgument(LifecycleRule):
         Example(
             "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(train, args=(cfg,), nprocs=8)\n",
             expect=((3, 31, "xmp.spawn(): `nprocs` other than None or 1 fails since torch_xla 2.6 (ValueError); "
-                            "omit nprocs to use every device, or pass nprocs=1 to debug in one process"),),
+                            "omit nprocs to use every device, or pass nprocs=1 to debug in one process; "
+                            "companion: xla_compat.launch()"),),
         ),
         Example(
             "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
@@ -67,7 +68,8 @@ class ChangedArgument(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal(defval=0)\n",
             expect=((3, 29, "xm.get_local_ordinal(): the `defval` argument fails since torch_xla 2.5 "
-                            "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments"),),
+                            "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments; "
+                            "companion: xla_compat.local_ordinal()"),),
         ),
     )
 

@@ -7,7 +7,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARK_STEP = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
-MARK_STEP_MSG = "XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
+MARK_STEP_MSG = ("XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
+                 "companion: xla_compat.sync()")
 
 
 def flake8(*args: str, cwd=None, stdin: str = None) -> subprocess.CompletedProcess:
@@ -21,9 +22,9 @@ def test_bundled_example_output_is_exact() -> None:
     lines = result.stdout.splitlines()
     assert len(lines) == 19
     assert lines[0] == ("examples/train_old_api.py:12:8: XLA104 torch_xla.experimental.xla_sharding was removed "
-                        "in torch_xla 2.5; use torch_xla.distributed.spmd (2.2+)")
+                        "in torch_xla 2.5; use torch_xla.distributed.spmd (2.2+); companion: xla_compat.spmd()")
     assert ("examples/train_old_api.py:22:18: XLA101 xm.xrt_world_size() was removed in torch_xla 2.7; "
-            "use torch_xla.runtime.world_size() (2.1+)") in lines
+            "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()") in lines
     codes = sorted(line.split(": ", 1)[1].split()[0] for line in lines)
     assert codes == ["XLA101"] * 2 + ["XLA102"] * 2 + ["XLA103"] * 8 + ["XLA104"] * 2 + ["XLA105"] * 3 + ["XLA106"] * 2
 
@@ -81,7 +82,7 @@ def test_target_inferred_from_requirements(tmp_path) -> None:
     (tmp_path / "a.py").write_text(MARK_STEP + "xm.get_ordinal()\n")
     result = flake8("a.py", cwd=tmp_path)
     assert result.stdout == ("a.py:3:1: XLA102 xm.get_ordinal() is deprecated since torch_xla 2.5 (removed in 2.7); "
-                             "use torch_xla.runtime.global_ordinal() (2.1+)\n")
+                             "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()\n")
 
 
 def test_bad_target_version_is_a_usage_error(tmp_path) -> None:
