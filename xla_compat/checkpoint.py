@@ -1,13 +1,16 @@
 """Rank-aware saving: master-only CPU-copy checkpoints and per-rank FSDP shards, written atomically."""
 from __future__ import annotations
 
+import glob
 import os
+import re
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from .collectives import rank as process_rank
 from .collectives import rendezvous, to_cpu
-from .runtime import local_ordinal, world_size
+from .collectives import world as process_world
+from .runtime import local_ordinal
 
 
 def atomic_save(data: Any, path: str) -> None:
@@ -46,10 +49,10 @@ def shard_path(prefix: str, rank: Optional[int] = None, world: Optional[int] = N
     """Per-rank checkpoint path, e.g. ``ckpt_rank-00000001-of-00000004.pth``, the naming that
     ``torch_xla.distributed.fsdp.consolidate_sharded_model_checkpoints`` expects."""
     rank = process_rank() if rank is None else rank
-    world = world_size() if world is None else world
-    if not 0 <= rank < world:
-        raise ValueError(f"rank {rank} is outside the world of {world} processes")
-    return f"{prefix}_rank-{rank:08d}-of-{world:08d}.pth"
+    count = process_world() if world is None else world
+    if not 0 <= rank < count:
+        raise ValueError(f"rank {rank} is outside the world of {count} processes")
+    return f"{prefix}_rank-{rank:08d}-of-{count:08d}.pth"
 
 
 def save_sharded(model: Any, prefix: str, extra: Optional[Dict[str, Any]] = None) -> str:
@@ -57,10 +60,21 @@ def save_sharded(model: Any, prefix: str, extra: Optional[Dict[str, Any]] = None
     writes (``master_only=False``), then all ranks wait. Returns the path written."""
     if not hasattr(model, "get_shard_metadata"):
         raise TypeError("save_sharded needs an XlaFullyShardedDataParallel model (it has no get_shard_metadata())")
-    payload = {"model": model.state_dict(), "shard_metadata": model.get_shard_metadata(), **(extra or {})}
-    path = shard_path(prefix)
+    rank, count = process_rank(), process_world()
+    payload = {"model": model.state_dict(), "shard_metadata": model.get_shard_metadata(),
+               "rank": rank, "world": count, **(extra or {})}
+    path = shard_path(prefix, rank, count)
     save(payload, path, master_only=False)
     return path
+
+
+def _written_worlds(prefix: str) -> Set[int]:
+    """The world sizes in the names of the shard files present for ``prefix``."""
+    names = glob.glob(glob.escape(prefix) + "_rank-*-of-*.pth")
+    return {int(m.group(1)) for m in map(_SHARD_NAME.search, names) if m}
+
+
+_SHARD_NAME = re.compile(r"_rank-\d{8}-of-(\d{8})\.pth$")
 
 
 def shard_paths(prefix: str, world: int) -> List[str]:
@@ -76,8 +90,17 @@ def consolidate_sharded(prefix: str, world: int, save_path: Optional[str] = None
 
     missing = [p for p in shard_paths(prefix, world) if not os.path.exists(p)]
     if missing:
-        raise FileNotFoundError(f"missing checkpoint shards: {missing}")
+        other = _written_worlds(prefix) - {world}
+        hint = f" (shards on disk were written by a world of {sorted(other)} processes)" if other else ""
+        raise FileNotFoundError(f"missing checkpoint shards for a world of {world}: {missing}{hint}")
     shards = [torch.load(p, map_location="cpu", weights_only=False) for p in shard_paths(prefix, world)]
+    for expected_rank, (path, shard) in enumerate(zip(shard_paths(prefix, world), shards)):
+        if "shard_metadata" not in shard or "model" not in shard:
+            raise ValueError(f"{path} is not a shard written by save_sharded (no 'model'/'shard_metadata')")
+        written = (shard.get("rank", expected_rank), shard.get("world", world))
+        if written != (expected_rank, world):
+            raise ValueError(f"{path} holds rank {written[0]} of a world of {written[1]}, "
+                             f"not rank {expected_rank} of {world}: the files were renamed or mixed up")
     fsdp = up.module("torch_xla.distributed.fsdp")
     full = fsdp.consolidate_sharded_state_dicts([s["model"] for s in shards], shards[0]["shard_metadata"])
     if save_path is not None:

@@ -41,6 +41,16 @@ def rank() -> int:
     return global_ordinal()
 
 
+def world() -> int:
+    """The number of processes: the process group's when there is one, else torch_xla's world size.
+    Pairs with :func:`rank` so both always come from the same source."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return world_size()
+
+
 def _check_picklable(obj: Any, what: str) -> None:
     try:
         pickle.dumps(obj)
@@ -107,6 +117,10 @@ def rendezvous(tag: str = "", payload: bytes = b"", replicas: Sequence[int] = ()
 def do_on_ordinals(target: Callable[..., Any], data: Sequence = (), ordinals: Sequence[int] = (0,)) -> Any:
     """Run ``target(*data)`` on the listed global ordinals only, then wait for all ranks.
     A replacement for ``xm.do_on_ordinals``; returns ``target``'s result there, None elsewhere."""
+    count = world()
+    outside = sorted(o for o in ordinals if not 0 <= o < count)
+    if outside:
+        raise ValueError(f"do_on_ordinals: ordinals {outside} are outside the world of {count} processes")
     result = target(*data) if rank() in ordinals else None
     rendezvous("do_on_ordinals")
     return result

@@ -25,6 +25,11 @@ def worker(rank, world, out_dir, port):
     record["on_one"] = xla_compat.do_on_ordinals(lambda: f"ran on {rank}", ordinals=(1,))
     xla_compat.save({"written_by": rank}, os.path.join(out_dir, "master.pt"), global_master=True)
     record["master_file"] = torch.load(os.path.join(out_dir, "master.pt"), weights_only=False)["written_by"]
+    record["shard_path"] = xla_compat.shard_path("ckpt")
+    try:
+        xla_compat.do_on_ordinals(print, ordinals=(2,))
+    except ValueError as exc:
+        record["bad_ordinal"] = str(exc)
     try:
         xla_compat.all_gather_object(lambda: None)
     except TypeError as exc:

@@ -30,6 +30,8 @@ def test_collectives_across_processes(tmp_path) -> None:
         assert record["payloads"] == ["r0", "r1"]
         assert record["on_one"] == ("ran on 1" if rank == 1 else None)
         assert record["master_file"] == 0
+        assert record["shard_path"] == f"ckpt_rank-{rank:08d}-of-00000002.pth"
+        assert record["bad_ordinal"] == "do_on_ordinals: ordinals [2] are outside the world of 2 processes"
         assert record["unpicklable"].startswith("all_gather_object: the payload cannot be pickled")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.json", "1.json", "master.pt"]
 

@@ -135,7 +135,8 @@ def test_object_collectives_in_one_process() -> None:
     assert xla_compat.mesh_reduce("loss", 2.5, sum) == 2.5
     assert xla_compat.rendezvous("init", b"hi") == [b"hi"]
     assert xla_compat.do_on_ordinals(lambda a, b: a + b, (1, 2), ordinals=(0,)) == 3
-    assert xla_compat.do_on_ordinals(lambda: 1, ordinals=(5,)) is None
+    with pytest.raises(ValueError, match=r"ordinals \[5\] are outside the world of 1 processes"):
+        xla_compat.do_on_ordinals(lambda: 1, ordinals=(0, 5))
     with pytest.raises(TypeError, match="cannot be pickled"):
         xla_compat.all_gather_object(lambda: None)
     with pytest.raises(TypeError, match="payload must be bytes"):
@@ -165,3 +166,4 @@ def test_shard_paths() -> None:
     assert xla_compat.shard_path("ckpt", 1, 4) == "ckpt_rank-00000001-of-00000004.pth"
     with pytest.raises(ValueError, match="outside the world"):
         xla_compat.shard_path("ckpt", 4, 4)
+    assert xla_compat.shard_path("ckpt") == "ckpt_rank-00000000-of-00000001.pth"  # rank and world of this process
