@@ -1,13 +1,428 @@
-"""The standalone front-end: `flake8-xla check|fix|explain|rules` (work in progress)."""
+"""The standalone front-end: ``flake8-xla check|fix|explain|rules``.
+
+The same engine, rules, columns and ``# noqa`` semantics as the flake8 plugin, without flake8's
+other checkers, so it is fast enough for pre-commit and CI on large trees.
+Exit status: 0 clean, 1 diagnostics remain, 2 usage or configuration error.
+"""
 from __future__ import annotations
 
+import argparse
+import ast
+import difflib
+import os
 import sys
-from typing import List, Optional
+import tempfile
+import tokenize
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+from . import __version__
+from .config import FORMATS, ConfigError, Settings, discover, load_file, merge
+from .engine import all_rules, fix_source, lint_fixable, might_match
+from .formats import RENDERERS, Finding
+from .lifecycle import api_table
+from .noqa import file_is_exempt, filter_noqa
+from .rule import Diagnostic
+from .selection import CodeSelector
+from .versions import infer_target, parse_version
+
+DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".eggs", "*.egg-info", "build", "dist",
+                    "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages")
+PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
+
+
+class UsageError(Exception):
+    pass
+
+
+# --- files -----------------------------------------------------------------------------------
+
+def _excluded(path: str, patterns: Sequence[str], base_dir: str) -> bool:
+    from .selection import _matches
+
+    return any(_matches(path, p, base_dir) for p in patterns)
+
+
+def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool) -> List[str]:
+    excludes = tuple(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES) + settings.extend_exclude
+    found: List[str] = []
+    for path in paths:
+        if path == "-":
+            found.append(path)
+            continue
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or directory")
+        if os.path.isfile(path):
+            if not (force_exclude and _excluded(path, excludes, settings.base_dir)):
+                found.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not _excluded(os.path.join(root, d), excludes, settings.base_dir)
+                             and not os.path.exists(os.path.join(root, d, "pyvenv.cfg")))
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                if name.endswith((".py", ".pyi")) and not _excluded(full, excludes, settings.base_dir):
+                    found.append(full)
+    return found
+
+
+def display_path(path: str) -> str:
+    if path == "-":
+        return "stdin"
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+@dataclass
+class Source:
+    text: str
+    encoding: str
+    newline_crlf: bool
+
+
+def read_source(path: str, stdin_bytes: Optional[bytes] = None) -> Source:
+    """Decode like Python does (PEP 263 cookie, BOM); raise ValueError with a clear reason."""
+    data = stdin_bytes if path == "-" else open(path, "rb").read()
+    if b"\0" in data:
+        raise ValueError("binary file (contains NUL bytes), not Python source")
+    try:
+        encoding, _ = tokenize.detect_encoding(iter(data.splitlines(True)).__next__)
+    except SyntaxError as exc:
+        raise ValueError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise ValueError(f"cannot decode as {encoding}: {exc.reason if hasattr(exc, 'reason') else exc}") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return Source(text, encoding, "\r\n" in text)
+
+
+# --- one file ----------------------------------------------------------------------------------
+
+@dataclass
+class FileResult:
+    path: str
+    findings: List[Finding] = field(default_factory=list)
+    fixed: Counter = field(default_factory=Counter)
+    diff: str = ""
+    error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
+    unsafe_available: int = 0  # diagnostics that --unsafe-fixes would fix
+
+
+@dataclass(frozen=True)
+class Job:
+    settings: Settings
+    selector: CodeSelector
+    fix: bool = False
+    unsafe: bool = False
+    diff: bool = False
+
+
+def _target(job: Job, path: str):
+    return infer_target(path if path != "-" else "stdin", job.settings.target_version, api_table().latest)
+
+
+def _file_error(display: str, code: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    return Finding(display, Diagnostic(line, col, code, message))
+
+
+def _findings(job: Job, path: str, display: str, text: str, tree: ast.Module) -> Tuple[List[Finding], int]:
+    lines = text.splitlines(True)
+    if file_is_exempt(lines):
+        return [], 0
+    wanted = job.selector.for_file(path)
+    pairs, _ = lint_fixable(text, tree, path, _target(job, path))
+    pairs = [(d, f) for d, f in pairs if wanted(d.code)]
+    kept = set(filter_noqa(lines, [d for d, _ in pairs]))
+    findings = [Finding(display, d, f is not None and (f.safe or job.unsafe)) for d, f in pairs if d in kept]
+    unsafe_only = sum(1 for d, f in pairs if d in kept and f is not None and not f.safe and not job.unsafe)
+    return findings, unsafe_only
+
+
+def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+    display = display_path(path)
+    result = FileResult(display)
+    try:
+        source = read_source(path, stdin_bytes)
+    except OSError as exc:
+        result.findings.append(_file_error(display, "E902", f"{type(exc).__name__}: {exc.strerror or exc}"))
+        return result
+    except ValueError as exc:
+        result.findings.append(_file_error(display, "E902", str(exc)))
+        return result
+    text = source.text
+    if not might_match(text):
+        return result
+    try:
+        tree = ast.parse(text, display)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        col = max((getattr(exc, "offset", None) or 1) - 1, 0)
+        result.findings.append(_file_error(display, "E999", f"SyntaxError: {getattr(exc, 'msg', exc)}", line, col))
+        return result
+    if job.fix and not file_is_exempt(text.splitlines(True)):
+        text, tree = _fix_file(job, path, display, source, tree, result)
+    result.findings, result.unsafe_available = _findings(job, path, display, text, tree)
+    return result
+
+
+def _fix_file(job: Job, path: str, display: str, source: Source, tree: ast.Module, result: FileResult):
+    text = source.text.replace("\r\n", "\n") if source.newline_crlf else source.text
+    outcome = fix_source(text, path, _target(job, path), job.selector.for_file(path), job.unsafe)
+    result.error = outcome.error
+    if outcome.source == text:
+        return source.text, tree
+    new_text = outcome.source.replace("\n", "\r\n") if source.newline_crlf else outcome.source
+    if job.diff:
+        result.diff = "".join(difflib.unified_diff(source.text.splitlines(True), new_text.splitlines(True),
+                                                   f"a/{display}", f"b/{display}"))
+        result.fixed = outcome.fixed
+        return source.text, tree  # nothing written: report against the file as it is
+    try:
+        write_atomically(path, new_text, source.encoding)
+    except OSError as exc:
+        result.error = f"could not write the fixed file: {exc}"
+        return source.text, tree
+    result.fixed = outcome.fixed
+    return new_text, ast.parse(new_text)
+
+
+def write_atomically(path: str, text: str, encoding: str) -> None:
+    """Write a temporary file beside ``path`` and rename it over: the file is never half-written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=".flake8-xla-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+_JOB: Optional[Job] = None
+
+
+def _init_worker(job: Job) -> None:
+    global _JOB
+    _JOB = job
+
+
+def _run_in_worker(path: str) -> FileResult:
+    assert _JOB is not None
+    return run_file(_JOB, path)
+
+
+def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]:
+    stdin_bytes = sys.stdin.buffer.read() if "-" in files else None
+    if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job,)) as pool:
+            yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 8)))
+        return
+    for path in files:
+        yield run_file(job, path, stdin_bytes)
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories (- for stdin)")
+    parser.add_argument("--select", help="comma-separated codes or prefixes to report (replaces the default set)")
+    parser.add_argument("--extend-select", help="codes or prefixes to report in addition (e.g. XLA9 opt-in rules)")
+    parser.add_argument("--ignore", help="codes or prefixes not to report")
+    parser.add_argument("--per-file-ignores", help="GLOB:CODES pairs, as in flake8")
+    parser.add_argument("--exclude", help="replace the default excludes (comma-separated glob patterns)")
+    parser.add_argument("--extend-exclude", help="more glob patterns to exclude")
+    parser.add_argument("--force-exclude", action="store_true", help="apply excludes to paths given explicitly too")
+    parser.add_argument("--xla-target-version", "--target-version", dest="target_version", metavar="VERSION",
+                        help="torch_xla release the code must run on, e.g. 2.8 (default: inferred per file)")
+    parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
+    parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="also apply (fix) or count as fixable (check) fixes that may change behaviour")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flake8-xla", description="Lint PyTorch/XLA code: deprecated and removed "
+                                     "torch_xla APIs and their replacements.")
+    parser.add_argument("--version", action="version", version=f"flake8-xla {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    check = sub.add_parser("check", help="report diagnostics")
+    _add_selection_options(check)
+    check.add_argument("--format", "--output-format", dest="output_format", choices=FORMATS, help="output format")
+    check.add_argument("--output-file", help="write the report here instead of stdout")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are diagnostics")
+    check.add_argument("--statistics", action="store_true", help="print a count per code")
+    fix = sub.add_parser("fix", help="apply fixes in place (review with --diff first)")
+    _add_selection_options(fix)
+    fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
+    explain = sub.add_parser("explain", help="print a rule's documentation")
+    explain.add_argument("code")
+    sub.add_parser("rules", help="list every rule")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if args.isolated:
+        base = Settings(base_dir=os.getcwd())
+    elif args.config:
+        if not os.path.isfile(args.config):
+            raise ConfigError(f"{args.config}: no such config file")
+        base = load_file(args.config) or Settings(base_dir=os.path.dirname(os.path.abspath(args.config)))
+    else:
+        base = discover(os.getcwd())
+
+    def codes(value: Optional[str]) -> Optional[Tuple[str, ...]]:
+        return tuple(c.strip() for c in value.replace(" ", ",").split(",") if c.strip()) if value else None
+
+    pfi = None
+    if args.per_file_ignores:
+        from .config import _parse_per_file_ignores
+
+        pfi = _parse_per_file_ignores(args.per_file_ignores)
+    if args.target_version:
+        try:
+            parse_version(args.target_version)
+        except ValueError as exc:
+            raise UsageError(f"--xla-target-version: {exc}") from None
+    return merge(base, select=codes(args.select), extend_select=codes(args.extend_select), ignore=codes(args.ignore),
+                 per_file_ignores=pfi, exclude=codes(args.exclude), extend_exclude=codes(args.extend_exclude),
+                 target_version=args.target_version, output_format=getattr(args, "output_format", None))
+
+
+def _selector(settings: Settings) -> CodeSelector:
+    rules = all_rules()
+    known = sorted(r.code for r in rules)
+    default = sorted(r.code for r in rules if not getattr(r, "off_by_default", False))
+    return CodeSelector(settings, known, default)
+
+
+def _stats(results: Sequence[FileResult]) -> str:
+    counts = Counter(f.diagnostic.code for r in results for f in r.findings)
+    names = {r.code: r.name for r in all_rules()}
+    return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    job = Job(settings, _selector(settings), unsafe=args.unsafe_fixes)
+    files = discover_files(args.paths, settings, args.force_exclude)
+    if not files:
+        print("flake8-xla: warning: no Python files found in " + ", ".join(args.paths), file=sys.stderr)
+        return 0
+    results = list(run_files(job, files, args.jobs))
+    findings = [f for r in results for f in r.findings]
+    report = RENDERERS[settings.output_format](findings)
+    if args.output_file:
+        with open(args.output_file, "w", encoding="utf-8") as out:
+            out.write(report)
+    else:
+        sys.stdout.write(report)
+    if args.statistics:
+        sys.stdout.write(_stats(results))
+    if settings.output_format == "text" and findings:
+        fixable = sum(f.fixable for f in findings)
+        unsafe = sum(r.unsafe_available for r in results)
+        note = f"Found {len(findings)} diagnostic{'s' * (len(findings) != 1)}"
+        if fixable:
+            note += f"; {fixable} fixable with `flake8-xla fix` (marked [*])"
+        if unsafe:
+            note += f"; {unsafe} more with `flake8-xla fix --unsafe-fixes`"
+        print(note + ".", file=sys.stderr)
+    return 0 if args.exit_zero or not findings else 1
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if "-" in args.paths:
+        raise UsageError("fix works on files, not stdin")
+    job = Job(settings, _selector(settings), fix=True, unsafe=args.unsafe_fixes, diff=args.diff)
+    files = discover_files(args.paths, settings, args.force_exclude)
+    if not files:
+        print("flake8-xla: warning: no Python files found in " + ", ".join(args.paths), file=sys.stderr)
+        return 0
+    results = list(run_files(job, files, args.jobs))
+    for r in results:
+        if r.diff:
+            sys.stdout.write(r.diff)
+    remaining = [f for r in results for f in r.findings]
+    if not args.diff:
+        sys.stdout.write(RENDERERS["text"](remaining))
+    fixed = sum((r.fixed for r in results), Counter())
+    changed = sum(1 for r in results if r.fixed)
+    verb = "Would fix" if args.diff else "Fixed"
+    summary = f"{verb} {sum(fixed.values())} issue{'s' * (sum(fixed.values()) != 1)} in {changed} file" \
+              f"{'s' * (changed != 1)}"
+    if fixed:
+        summary += " (" + ", ".join(f"{code} x{n}" for code, n in sorted(fixed.items())) + ")"
+    needs_human = [f for f in remaining if not f.fixable] if not args.diff else []
+    if needs_human:
+        summary += f"; {len(needs_human)} need a human (listed above)"
+    unsafe = sum(r.unsafe_available for r in results)
+    if unsafe:
+        summary += f"; {unsafe} more fixable with --unsafe-fixes"
+    print(summary + ".", file=sys.stderr)
+    for r in results:
+        if r.error:
+            print(f"flake8-xla: {r.path}: {r.error}", file=sys.stderr)
+    return 1 if remaining or any(r.error for r in results) else 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .docs import render_rule
+
+    code = args.code.upper()
+    for rule in all_rules():
+        if rule.code == code or rule.name == args.code:
+            sys.stdout.write(render_rule(rule))
+            return 0
+    raise UsageError(f"unknown rule {args.code!r}; `flake8-xla rules` lists them")
+
+
+def rule_fixability(rule) -> str:
+    kinds = [row.fix for row in api_table().rows if hasattr(rule, "covers") and rule.covers(row)]
+    if not any(f.kind != "manual" for f in kinds):
+        return "no"
+    return "yes" if all(f.kind != "manual" for f in kinds) else "some"
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    rows = [("CODE", "NAME", "FIXABLE", "DEFAULT")]
+    for rule in all_rules():
+        rows.append((rule.code, rule.name, rule_fixability(rule), "off" if getattr(rule, "off_by_default", False)
+                     else "on"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "explain": cmd_explain, "rules": cmd_rules}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    print("flake8-xla: the standalone CLI is being built", file=sys.stderr)
-    return 2
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, ConfigError) as exc:
+        print(f"flake8-xla: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ import ast
 import functools
 import io
 import re
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
+from .fix import Fix, FixOutcome, FixSite, fix_to_fixpoint, split_lines
 from .lifecycle import api_table
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
@@ -52,10 +53,40 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
     return out
 
 
+def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
+                 rules: Optional[Sequence[Rule]] = None) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
+    """Every diagnostic with its fix (None when it has none), sorted, and the site the fixes were
+    built on (its importer knows which imports they need)."""
+    ctx = FileContext(split_lines(source), tree, filename, target, api_table())
+    site = FixSite(source, tree, target.version, ())
+    out: List[Tuple[Diagnostic, Optional[Fix]]] = []
+    for rule in all_rules() if rules is None else rules:
+        for diagnostic, builder in rule.check_fixable(ctx):
+            if builder is not None:
+                site.references = ctx.model.references
+            out.append((diagnostic, builder(site) if builder is not None else None))
+    out.sort(key=lambda pair: pair[0])
+    return out, site
+
+
+def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
+               unsafe: bool = False, rules: Optional[Sequence[Rule]] = None) -> FixOutcome:
+    """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint."""
+    from .noqa import filter_noqa
+
+    def candidates(current: str, tree: ast.Module):
+        pairs, site = lint_fixable(current, tree, filename, target, rules)
+        reported = set(filter_noqa(split_lines(current), [d for d, _ in pairs]))
+        return site, [(d.code, fix) for d, fix in pairs
+                      if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
+
+    return fix_to_fixpoint(source, candidates)
+
+
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9") -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
     # Split only at the newlines Python's tokenizer knows (str.splitlines also splits at \x0c, U+2028 ...).
     return lint(io.StringIO(source, newline=None).readlines(), None, filename, target)
 
 
-__all__ = ["Diagnostic", "all_rules", "lint", "lint_source", "lint_tree", "might_match"]
+__all__ = ["Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]

@@ -5,14 +5,23 @@ Every format renders the same :class:`Finding` records; the flake8 report format
 """
 from __future__ import annotations
 
+import functools
+import json
+import pathlib
+import urllib.parse
 from dataclasses import dataclass
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence
 
 from . import __version__
+from .engine import all_rules
 from .rule import Diagnostic
 
-DOCS_URL = "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/{code}.md"
+HOME_URL = "https://github.com/flake8-xla/flake8-xla"
+DOCS_URL = HOME_URL + "/blob/main/docs/rules/{code}.md"
 FIXABLE_MARKER = "[*]"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+SARIF_SRCROOT = "%SRCROOT%"
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,16 @@ def docs_url(code: str) -> str:
     return DOCS_URL.format(code=code)
 
 
+@functools.lru_cache(maxsize=None)
+def _documented_codes() -> FrozenSet[str]:
+    return frozenset(rule.code for rule in all_rules())
+
+
+def _code_url(code: str) -> Optional[str]:
+    # Only engine rules have a docs page: XLA000 (internal error) and other plugins' codes get no link.
+    return docs_url(code) if code in _documented_codes() else None
+
+
 def render_text(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
@@ -37,6 +56,135 @@ def render_text(findings: Sequence[Finding]) -> str:
     return "".join(lines)
 
 
-RENDERERS: Dict[str, Callable[[Sequence[Finding]], str]] = {"text": render_text}
+def render_json(findings: Sequence[Finding]) -> str:
+    records = [
+        {
+            "filename": f.path,
+            "line": f.diagnostic.line,
+            "column": f.diagnostic.col + 1,
+            "code": f.diagnostic.code,
+            "message": f.diagnostic.message,
+            "fixable": f.fixable,
+            "url": _code_url(f.diagnostic.code),
+        }
+        for f in findings
+    ]
+    return json.dumps(records, indent=2) + "\n"
 
-__all__ = ["DOCS_URL", "FIXABLE_MARKER", "Finding", "RENDERERS", "docs_url", "render_text", "__version__"]
+
+# --------------------------------------------------------------------------------------------
+# SARIF 2.1.0
+
+def _sarif_rule(rule) -> dict:
+    url = docs_url(rule.code)
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.what_it_does},
+        "help": {
+            "text": f"{rule.what_it_does}\n\nWhy is this bad? {rule.why_bad}\n\nSee {url}",
+            "markdown": (f"**What it does**\n\n{rule.what_it_does}\n\n**Why is this bad?**\n\n{rule.why_bad}\n\n"
+                         f"[{rule.code} documentation]({url})"),
+        },
+        "helpUri": url,
+        "defaultConfiguration": {"level": "warning"},
+    }
+
+
+def _sarif_foreign_rule(code: str) -> dict:
+    """A code reported next to ours (pycodestyle, pyflakes, XLA000) that the engine knows nothing about."""
+    entry = {"id": code}
+    url = _code_url(code)
+    if url is not None:
+        entry["helpUri"] = url
+    return entry
+
+
+def _artifact_location(path: str) -> dict:
+    # SARIF wants URIs: absolute paths become file URIs, relative ones stay relative to the checkout root.
+    pure = pathlib.PurePath(path)
+    if pure.is_absolute():
+        return {"uri": pure.as_uri()}
+    posix = pure.as_posix()
+    while posix.startswith("./"):  # flake8 reports `./a.py` when given `.`; the root itself is the base
+        posix = posix[2:]
+    return {"uri": urllib.parse.quote(posix, safe="/"), "uriBaseId": SARIF_SRCROOT}
+
+
+def _sarif_result(finding: Finding, rule_index: int) -> dict:
+    d = finding.diagnostic
+    location: dict = {"artifactLocation": _artifact_location(finding.path)}
+    if d.line >= 1:  # flake8 reports some file-level errors (E902) on line 0, which SARIF cannot express
+        location["region"] = {"startLine": d.line, "startColumn": max(d.col, 0) + 1}
+    return {
+        "ruleId": d.code,
+        "ruleIndex": rule_index,
+        "level": "warning",
+        "message": {"text": d.message},
+        "locations": [{"physicalLocation": location}],
+        "properties": {"fixable": finding.fixable},
+    }
+
+
+def render_sarif(findings: Sequence[Finding]) -> str:
+    rules = {rule.code: _sarif_rule(rule) for rule in all_rules()}
+    for f in findings:
+        code = f.diagnostic.code
+        if code not in rules:
+            rules[code] = _sarif_foreign_rule(code)
+    ordered: List[dict] = [rules[code] for code in sorted(rules)]
+    index = {entry["id"]: i for i, entry in enumerate(ordered)}
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": SARIF_VERSION,
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "flake8-xla",
+                        "version": __version__,
+                        "informationUri": HOME_URL,
+                        "rules": ordered,
+                    }
+                },
+                "results": [_sarif_result(f, index[f.diagnostic.code]) for f in findings],
+            }
+        ],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# GitHub Actions workflow commands
+
+def _escape_data(text: str) -> str:
+    # `%` first, so the escapes added next are not escaped again.
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(findings: Sequence[Finding]) -> str:
+    lines = []
+    for f in findings:
+        d = f.diagnostic
+        properties = [f"file={_escape_property(f.path)}"]
+        if d.line >= 1:
+            properties += [f"line={d.line}", f"col={max(d.col, 0) + 1}"]
+        properties.append(f"title={_escape_property(d.code)}")
+        lines.append(f"::warning {','.join(properties)}::{_escape_data(f'{d.code} {d.message}')}\n")
+    return "".join(lines)
+
+
+RENDERERS: Dict[str, Callable[[Sequence[Finding]], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "sarif": render_sarif,
+    "github": render_github,
+}
+
+__all__ = ["DOCS_URL", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "docs_url", "render_github",
+           "render_json", "render_sarif", "render_text", "__version__"]

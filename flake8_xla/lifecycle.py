@@ -23,8 +23,17 @@ FIX_SAFETY = ("safe", "unsafe", "none")
 
 @dataclass(frozen=True)
 class Fix:
+    """How `flake8-xla fix` rewrites a use (see flake8_xla/lifecycle_fix.py)."""
+
     kind: str
     safety: str
+    to: str = "replacement"  # rename target: the upstream replacement, or "companion" (xla_compat)
+    # call rewriting: the old parameters in order, and what each becomes in the new call: a new
+    # keyword name, or {literal: "text"} rewrites by value; a passed parameter not listed blocks the fix
+    signature: Tuple[str, ...] = ()
+    arguments: Tuple[Tuple[str, object], ...] = ()
+    keep_positional: Optional[int] = None  # positional arguments beyond this become keywords
+    except_names: Tuple[str, ...] = ()  # moved modules: names that did not move (no fix when used)
 
 
 @dataclass(frozen=True)
@@ -144,7 +153,9 @@ def _row(raw: dict) -> ApiRow:
         plan=raw.get("plan"),
         companion=raw.get("companion"),
         companion_note=raw.get("companion_note"),
-        fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none")),
+        fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
+                tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
+                fix.get("keep_positional"), tuple(fix.get("except_names", ()))),
         evidence=raw["evidence"],
         notes=raw.get("notes"),
         effect=raw.get("effect"),

@@ -6,7 +6,8 @@ word the message. Compat code (see :mod:`flake8_xla.semantic`) never produces a 
 from __future__ import annotations
 
 import ast
-from typing import ClassVar, Iterator, List, NamedTuple, Optional, Tuple
+import functools
+from typing import Callable, ClassVar, Iterator, List, NamedTuple, Optional, Tuple
 
 from .lifecycle import ApiRow, ApiTable, argument_hits
 from .rule import Diagnostic, FileContext, Rule
@@ -20,6 +21,7 @@ class LifecycleUse(NamedTuple):
     node: ast.AST  # where to report
     api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
     value: Optional[str] = None  # the value an environment variable is set to
+    ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
 
 
 _ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}
@@ -58,7 +60,7 @@ def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -
             continue
         node = argument_hits(row, call)
         if node is not None:
-            yield LifecycleUse(row, state, node, ref.written_prefix(ref.qualname) + "()")
+            yield LifecycleUse(row, state, node, ref.written_prefix(ref.qualname) + "()", ref=ref)
 
 
 def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional[ast.Call],
@@ -73,14 +75,14 @@ def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional
             if id(stmt) in reported:
                 return None
             reported.add(id(stmt))
-            return LifecycleUse(row, state, stmt, matched)
-        return LifecycleUse(row, state, ref.node, matched)
+            return LifecycleUse(row, state, stmt, matched, ref=ref)
+        return LifecycleUse(row, state, ref.node, matched, ref=ref)
     if row.kind == "module" and _within(ref.root_qualname, matched):
         return None  # the import that bound the root name is already reported
     api = ref.written_prefix(matched)
     if call is not None and matched == ref.qualname and row.kind != "module":
         api += "()"
-    return LifecycleUse(row, state, ref.node, api)
+    return LifecycleUse(row, state, ref.node, api, ref=ref)
 
 
 def _within(name: str, module: str) -> bool:
@@ -145,9 +147,15 @@ class LifecycleRule(Rule):
     states: ClassVar[Tuple[str, ...]]
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        return (d for d, _ in self.check_fixable(ctx))
+
+    def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
+        from .lifecycle_fix import build_fix
+
         for use in ctx.lifecycle_uses:
             if use.row.kind in self.kinds and use.state in self.states:
-                yield self.diagnostic(ctx, use.node, self.message(use))
+                builder = functools.partial(build_fix, use) if use.row.fix.kind != "manual" else None
+                yield self.diagnostic(ctx, use.node, self.message(use)), builder
 
     def message(self, use: LifecycleUse) -> str:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -5,7 +5,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, NamedTuple, Sequence, Tuple
+from typing import Callable, ClassVar, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from .lifecycle import ApiTable
 from .semantic import SemanticModel
@@ -78,6 +78,11 @@ class Rule:
 
     def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def check_fixable(self, ctx: FileContext) -> Iterable[Tuple[Diagnostic, Optional[Callable]]]:
+        """Each diagnostic with a builder of its fix (called with a :class:`flake8_xla.fix.FixSite`),
+        or None when it has no fix. Rules with fixes override this and derive ``check`` from it."""
+        return ((d, None) for d in self.check(ctx))
 
     def diagnostic(self, ctx: FileContext, node: ast.AST, message: str) -> Diagnostic:
         line, col = ctx.column(node)

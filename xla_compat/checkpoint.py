@@ -34,10 +34,14 @@ def atomic_save(data: Any, path: str) -> None:
         raise
 
 
-def save(data: Any, path: str, master_only: bool = True, global_master: bool = False) -> None:
-    """Save CPU copies of ``data`` like ``xm.save``: by default only the local master (local
-    ordinal 0; global ordinal 0 with ``global_master``) writes; every rank then waits for the
-    others. With ``master_only=False`` every rank writes ``path`` (give each rank its own path)."""
+def save(data: Any, file_or_path: str, master_only: bool = True, global_master: bool = False) -> None:
+    """Save CPU copies of ``data`` like ``xm.save`` (same parameters): by default only the local
+    master (local ordinal 0; global ordinal 0 with ``global_master``) writes; every rank then waits
+    for the others. With ``master_only=False`` every rank writes (give each rank its own path).
+    Unlike ``xm.save`` it takes a path only, because it writes atomically."""
+    if not isinstance(file_or_path, (str, os.PathLike)):
+        raise TypeError(f"xla_compat.save writes atomically, so it needs a path, not {type(file_or_path).__name__}")
+    path = os.fspath(file_or_path)
     cpu_data = to_cpu(data)
     writer = (process_rank() if global_master else local_ordinal()) == 0
     if writer or not master_only:

