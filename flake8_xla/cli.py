@@ -45,6 +45,18 @@ def _excluded(path: str, patterns: Sequence[str], base_dir: str) -> bool:
     return any(_matches(path, p, base_dir) for p in patterns)
 
 
+def _excluded_with_parents(path: str, patterns: Sequence[str], base_dir: str) -> bool:
+    """Whether ``path`` or a directory above it (up to the working directory) is excluded."""
+    current, stop = os.path.abspath(path), os.getcwd()
+    while True:
+        if _excluded(current, patterns, base_dir):
+            return True
+        parent = os.path.dirname(current)
+        if current == stop or parent == current:
+            return False
+        current = parent
+
+
 def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool) -> List[str]:
     excludes = tuple(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES) + settings.extend_exclude
     found: List[str] = []
@@ -55,7 +67,7 @@ def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file or directory")
         if os.path.isfile(path):
-            if not (force_exclude and _excluded(path, excludes, settings.base_dir)):
+            if not (force_exclude and _excluded_with_parents(path, excludes, settings.base_dir)):
                 found.append(path)
             continue
         for root, dirs, files in os.walk(path):
@@ -301,10 +313,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _selector(settings: Settings) -> CodeSelector:
+    """flake8's defaults: the plugin's prefix is selected, off-by-default codes are ignored until
+    a longer prefix selects them."""
     rules = all_rules()
     known = sorted(r.code for r in rules)
-    default = sorted(r.code for r in rules if not getattr(r, "off_by_default", False))
-    return CodeSelector(settings, known, default)
+    off = tuple(r.code for r in rules if getattr(r, "off_by_default", False))
+    return CodeSelector(settings, known, ("XLA",), off)
 
 
 def _stats(results: Sequence[FileResult]) -> str:

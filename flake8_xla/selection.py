@@ -25,7 +25,8 @@ def _matches(path: str, pattern: str, base_dir: str) -> bool:
 
 
 class CodeSelector:
-    def __init__(self, settings: Settings, known: Sequence[str], default: Sequence[str]) -> None:
+    def __init__(self, settings: Settings, known: Sequence[str], default: Sequence[str],
+                 off_by_default: Sequence[str] = ()) -> None:
         for where, codes in (("select", settings.select or ()), ("extend-select", settings.extend_select),
                              ("ignore", settings.ignore)):
             _check_known(where, codes, known)
@@ -33,7 +34,7 @@ class CodeSelector:
             _check_known(f"per-file-ignores {glob!r}", codes, known)
         self.select: Tuple[str, ...] = tuple(settings.select if settings.select is not None else default)
         self.select += tuple(settings.extend_select)
-        self.ignore = tuple(settings.ignore)
+        self.ignore = tuple(settings.ignore) + tuple(off_by_default)
         self.per_file = settings.per_file_ignores
         self.base_dir = settings.base_dir
 

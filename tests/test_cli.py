@@ -1,0 +1,214 @@
+"""The standalone CLI: discovery, configuration, selection, noqa, formats, exit codes, bad input."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from flake8_xla.cli import main
+
+MARK_STEP = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
+MARK_STEP_LINE = ("a.py:3:1: XLA102 [*] xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
+                  "companion: xla_compat.sync()\n")
+WORLD = "import torch_xla.core.xla_model as xm\n\nn = xm.xrt_world_size()\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_reports_and_exits_1(project, capsys) -> None:
+    (project / "a.py").write_text(MARK_STEP)
+    code, out, err = run(capsys, "check", "a.py")
+    assert (code, out) == (1, MARK_STEP_LINE)
+    assert err == "Found 1 diagnostic; 1 fixable with `flake8-xla fix` (marked [*]).\n"
+
+
+def test_clean_tree_exits_0_and_directories_are_walked_with_default_excludes(project, capsys) -> None:
+    for d in ("pkg", ".venv/lib", "build", "__pycache__", "env_in_odd_place"):
+        (project / d).mkdir(parents=True)
+    (project / "env_in_odd_place" / "pyvenv.cfg").write_text("home = /usr\n")
+    for d in (".venv/lib", "build", "__pycache__", "env_in_odd_place"):
+        (project / d / "old.py").write_text(MARK_STEP)
+    (project / "pkg" / "ok.py").write_text("import torch_xla\n")
+    assert run(capsys, "check") == (0, "", "")
+    (project / "pkg" / "a.py").write_text(MARK_STEP)
+    code, out, _ = run(capsys, "check", ".")
+    assert (code, out) == (1, MARK_STEP_LINE.replace("a.py", os.path.join("pkg", "a.py")))
+    assert run(capsys, "check", "--exit-zero", ".")[0] == 0
+    assert run(capsys, "check", "--extend-exclude", "pkg", ".")[:2] == (0, "")
+
+
+def test_explicit_files_are_checked_even_when_excluded_unless_forced(project, capsys) -> None:
+    (project / "build").mkdir()
+    (project / "build" / "a.py").write_text(MARK_STEP)
+    assert run(capsys, "check", "build/a.py")[0] == 1
+    assert run(capsys, "check", "--force-exclude", "build/a.py")[:2] == (0, "")
+
+
+def test_select_ignore_and_per_file_ignores(project, capsys) -> None:
+    (project / "a.py").write_text(MARK_STEP + "n = xm.xrt_world_size()\n")
+    (project / "tests").mkdir()
+    (project / "tests" / "t.py").write_text(MARK_STEP)
+    codes = lambda out: [line.split()[1] for line in out.splitlines()]  # noqa: E731
+    assert codes(run(capsys, "check", ".")[1]) == ["XLA102", "XLA101", "XLA102"]
+    assert codes(run(capsys, "check", "--select", "XLA101", ".")[1]) == ["XLA101"]
+    assert codes(run(capsys, "check", "--ignore", "XLA10", "--extend-select", "XLA101", ".")[1]) == ["XLA101"]
+    assert codes(run(capsys, "check", "--per-file-ignores", "tests/*:XLA102", ".")[1]) == ["XLA102", "XLA101"]
+
+
+def test_pyproject_configuration(project, capsys) -> None:
+    (project / "a.py").write_text(WORLD)
+    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+        [tool.flake8-xla]
+        target-version = "2.6"
+        per-file-ignores = {"skip_*.py" = ["XLA"]}
+        """))
+    (project / "skip_me.py").write_text(WORLD)
+    code, out, _ = run(capsys, "check", ".")
+    assert out.startswith("a.py:3:5: XLA102 ") and "is deprecated since torch_xla 2.5 (removed in 2.7)" in out
+    assert out.count("\n") == 1
+    # the command line wins over the file
+    assert run(capsys, "check", "--xla-target-version", "2.7", "a.py")[1].startswith("a.py:3:5: XLA101 ")
+
+
+def test_setup_cfg_sections(project, capsys) -> None:
+    (project / "a.py").write_text(WORLD)
+    (project / "setup.cfg").write_text("[flake8]\nxla-target-version = 2.4\nmax-line-length = 100\n")
+    assert run(capsys, "check", "a.py")[:2] == (0, "")  # 2.4: before the deprecation
+    (project / "setup.cfg").write_text("[flake8-xla]\nignore = XLA101\n[flake8]\nxla-target-version = 2.4\n")
+    assert run(capsys, "check", "a.py")[:2] == (0, "")  # [flake8-xla] wins; 2.9 from requirements; ignored
+    (project / "setup.cfg").write_text("[flake8-xla]\nselct = XLA101\n")
+    code, out, err = run(capsys, "check", "a.py")
+    assert (code, out) == (2, "")
+    assert err.startswith("flake8-xla: error: ") and "unknown option 'selct'" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["check", "missing.py"], "flake8-xla: error: missing.py: no such file or directory\n"),
+    (["check", "--select", "E501", "."], "flake8-xla: error: select: unknown code or prefix 'E501' "
+                                         "(codes are XLA101...XLA106; see `flake8-xla rules`)\n"),
+    (["check", "--xla-target-version", "latest", "."], None),
+    (["explain", "XLA999"], "flake8-xla: error: unknown rule 'XLA999'; `flake8-xla rules` lists them\n"),
+])
+def test_usage_errors_exit_2_with_one_line(project, capsys, argv, message) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("flake8-xla: error: ") and err.count("\n") == 1
+    if message:
+        assert err == message
+
+
+def test_broken_pyproject_is_a_config_error(project, capsys) -> None:
+    (project / "pyproject.toml").write_text("[tool.flake8-xla\n")
+    code, _, err = run(capsys, "check", ".")
+    assert code == 2 and err.startswith("flake8-xla: error: ") and "pyproject.toml: cannot read the TOML" in err
+
+
+def test_no_python_files_is_a_warning(project, capsys) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "x.txt").write_text("torch_xla\n")
+    assert run(capsys, "check", "docs") == (0, "", "flake8-xla: warning: no Python files found in docs\n")
+
+
+def test_unreadable_binary_undecodable_and_invalid_files(project, capsys) -> None:
+    (project / "bin.py").write_bytes(b"\x7fELF\x00\x01torch_xla")
+    (project / "latin.py").write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'  # torch_xla\n")
+    (project / "syntax.py").write_text("import torch_xla\ndef f(:\n")
+    (project / "plain_syntax.py").write_text("def f(:\n")  # never mentions torch_xla: not parsed at all
+    code, out, _ = run(capsys, "check", ".")
+    assert code == 1
+    assert out.splitlines() == [
+        "bin.py:1:1: E902 binary file (contains NUL bytes), not Python source",
+        "latin.py:1:1: E902 cannot decode as utf-8: invalid start byte",
+        "syntax.py:2:7: E999 SyntaxError: invalid syntax",
+    ]
+
+
+def test_noqa_matches_flake8_including_logical_lines(project, capsys) -> None:
+    source = textwrap.dedent("""\
+        import torch_xla.core.xla_model as xm
+
+        xm.mark_step()  # noqa
+        xm.mark_step()  # noqa: XLA101
+        xm.mark_step()  # NOQA:XLA1
+        n = xm.xrt_world_size(
+        )  # noqa: XLA101 (flake8 does not join bracketed lines: line 6 stays reported)
+        s = f\"\"\"{xm.xrt_world_size()}
+        \"\"\"  # noqa: XLA101 (a multi-line string token is one logical line)
+        """)
+    (project / "a.py").write_text(source)
+    _, out, _ = run(capsys, "check", "a.py")
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "XLA", "a.py"], capture_output=True,
+                            text=True, cwd=project)
+    expected = [["a.py:4:1:", "XLA102"], ["a.py:6:5:", "XLA101"]]
+    assert [line.split(" ", 2)[:2] for line in out.splitlines()] == expected
+    assert [line.split(" ", 2)[:2] for line in flake8.stdout.splitlines()] == expected
+
+
+def test_same_diagnostics_as_flake8_on_the_fixtures(project, capsys) -> None:
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
+    _, out, _ = run(capsys, "check", "--isolated", "--xla-target-version", "2.9", fixtures)
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--isolated", "--select", "XLA",
+                             "--xla-target-version", "2.9", fixtures], capture_output=True, text=True, cwd=project)
+    assert out.replace(" [*]", "").splitlines() == sorted(flake8.stdout.splitlines(), key=_location)
+    assert out.count("\n") > 50
+
+
+def _location(line: str):
+    path, row, col, _ = line.split(":", 3)
+    return path, int(row), int(col)
+
+
+def test_parallel_run_equals_serial_run(project, capsys) -> None:
+    for i in range(40):
+        (project / f"m{i:02d}.py").write_text(MARK_STEP if i % 3 else WORLD)
+    serial = run(capsys, "check", "-j", "1", ".")
+    parallel = run(capsys, "check", "-j", "2", ".")
+    assert serial == parallel and serial[1].count("\n") == 40
+
+
+def test_statistics_and_json(project, capsys) -> None:
+    (project / "a.py").write_text(MARK_STEP + "xm.mark_step()\n" + "n = xm.xrt_world_size()\n")
+    code, out, _ = run(capsys, "check", "--statistics", "a.py")
+    assert out.splitlines()[-2:] == ["1     XLA101 removed-api", "2     XLA102 deprecated-api"]
+    code, out, _ = run(capsys, "check", "--format", "json", "a.py")
+    records = json.loads(out)
+    assert [(r["code"], r["line"], r["column"], r["fixable"]) for r in records] == [
+        ("XLA102", 3, 1, True), ("XLA102", 4, 1, True), ("XLA101", 5, 5, True)]
+
+
+def test_stdin(project, capsys, monkeypatch) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(MARK_STEP.encode())))
+    code, out, _ = run(capsys, "check", "-")
+    assert (code, out) == (1, MARK_STEP_LINE.replace("a.py", "stdin"))
+
+
+def test_rules_and_explain(capsys) -> None:
+    code, out, _ = run(capsys, "rules")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["CODE", "NAME", "FIXABLE", "DEFAULT"]
+    assert out.splitlines()[1].split() == ["XLA101", "removed-api", "some", "on"]
+    assert out.splitlines()[6].split() == ["XLA106", "deprecated-env-var", "no", "on"]
+    code, out, _ = run(capsys, "explain", "XLA102")
+    assert code == 0 and out.startswith("# XLA102: deprecated-api") and "## Why is this bad?" in out
+
+
+def test_module_entry_point(project) -> None:
+    (project / "a.py").write_text(MARK_STEP)
+    result = subprocess.run([sys.executable, "-m", "flake8_xla", "check", "a.py"], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (1, MARK_STEP_LINE)
