@@ -1,0 +1,197 @@
+"""`flake8-xla fix`: exact rewrites, idempotence, target-aware replacements, noqa, and never a
+broken or half-written file."""
+import ast
+import os
+import textwrap
+
+import pytest
+
+from flake8_xla import cli, fix as fix_engine
+from flake8_xla.cli import main
+from flake8_xla.engine import fix_source
+from flake8_xla.versions import Target, Version
+
+BEFORE = textwrap.dedent('''\
+    """Train."""
+    import os
+
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.xla_multiprocessing as xmp
+    import torch_xla.experimental.xla_sharding as xs
+    import torch_xla.runtime as xr
+    from torch_xla.core.xla_model import get_ordinal
+    from torch_xla.experimental import dynamo_mark_sharding  # noqa: F401
+    from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+
+
+    def train(index, model, mesh):
+        device = xm.xla_device()
+        world = xm.xrt_world_size(defval=1)
+        rank = get_ordinal()
+        model = FSDP(model, mark_step_on_finalization=True)
+        xm.set_rng_state(rank)
+        xm.mark_step()
+        xm.mark_step()  # noqa: XLA102
+        xm.save(model.state_dict(), "model.pt")
+        return xs.Mesh(mesh, (world,)), device
+
+
+    if __name__ == "__main__":
+        xmp.spawn(train, args=(None, None), nprocs=8)
+    ''')
+
+AFTER_SAFE = textwrap.dedent('''\
+    """Train."""
+    import os
+
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.xla_multiprocessing as xmp
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.runtime as xr
+    from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+    import torch_xla
+
+
+    def train(index, model, mesh):
+        device = torch_xla.device()
+        world = xr.world_size()
+        rank = xr.global_ordinal()
+        model = FSDP(model, sync_on_finalization=True)
+        torch_xla.manual_seed(rank)
+        torch_xla.sync()
+        xm.mark_step()  # noqa: XLA102
+        xm.save(model.state_dict(), "model.pt")
+        return xs.Mesh(mesh, (world,)), device
+
+
+    if __name__ == "__main__":
+        xmp.spawn(train, args=(None, None), nprocs=8)
+    ''')
+
+
+def fixed(source: str, target: str = "2.9", unsafe: bool = False) -> str:
+    return fix_source(source, "train.py", Target(Version(*map(int, target.split("."))), "test"),
+                      unsafe=unsafe).source
+
+
+def test_safe_fixes_of_a_realistic_script() -> None:
+    assert fixed(BEFORE) == AFTER_SAFE
+
+
+def test_unsafe_fixes_change_behaviour_only_when_asked() -> None:
+    after = fixed(BEFORE, unsafe=True)
+    assert '    xla_compat.save(model.state_dict(), "model.pt")\n' in after
+    assert '    torch_xla.launch(train, args=(None, None))\n' in after
+    assert "import torch_xla.distributed.xla_multiprocessing" not in after  # unused now
+    assert "import xla_compat\n" in after
+    assert "    xm.mark_step()  # noqa: XLA102\n" in after and "import torch_xla.core.xla_model as xm\n" in after
+
+
+@pytest.mark.parametrize("target", ["2.9", "2.7"])
+def test_a_second_run_changes_nothing(target: str) -> None:
+    once = fixed(BEFORE, target, unsafe=True)
+    assert fixed(once, target, unsafe=True) == once
+
+
+def test_before_the_replacement_exists_the_companion_is_used() -> None:
+    source = "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(main, args=(1,), nprocs=1)\n"
+    assert fixed(source, "2.4", unsafe=True) == (
+        "import xla_compat\n\nxla_compat.launch(main, args=(1,), debug_single_process=True)\n")
+    assert fixed(source, "2.9", unsafe=True) == (
+        "import torch_xla\n\ntorch_xla.launch(main, args=(1,), debug_single_process=True)\n")
+
+
+@pytest.mark.parametrize("source, expected", [
+    # an argument the new API has no place for: left for a human
+    ("import torch_xla.core.xla_model as xm\nd = xm.xla_device(0, 'TPU')\n", None),
+    ("import torch_xla.core.xla_model as xm\nd = xm.xla_device(n=1)\n",
+     "import torch_xla\nd = torch_xla.device(index=1)\n"),  # the old import became unused
+    ("import torch_xla.core.xla_model as xm\nxm.mark_step(*flags)\n", None),
+    # FSDPv2 positional arguments become keywords
+    ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as F\n"
+     "m = F(model, mesh, shard_output)\n",
+     "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as F\n"
+     "m = F(model, mesh=mesh, shard_output=shard_output)\n"),
+    # a moved module imported without an alias: every use spells the old path
+    ("import torch_xla.experimental.xla_sharding\ntorch_xla.experimental.xla_sharding.Mesh(a, b)\n", None),
+    # a name that did not move to torch_xla.runtime
+    ("from torch_xla.experimental.pjrt import rendezvous\n", None),
+    ("from torch_xla.experimental.pjrt import world_size, local_ordinal\n",
+     "from torch_xla.runtime import world_size, local_ordinal\n"),
+    # an existing alias is reused; `xr` taken by something else -> full path
+    ("import torch_xla.runtime as rt\nimport torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\n",
+     "import torch_xla.runtime as rt\nn = rt.world_size()\n"),
+    ("import torch_xla.core.xla_model as xm\nxr = 3\nn = xm.xrt_world_size()\n",
+     "import torch_xla.runtime\nxr = 3\nn = torch_xla.runtime.world_size()\n"),
+])
+def test_fix_shapes(source: str, expected) -> None:
+    assert fixed(source, unsafe=True) == (source if expected is None else expected)
+
+
+def test_crlf_and_encoding_are_preserved(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "a.py"
+    path.write_bytes("# -*- coding: latin-1 -*-\r\nimport torch_xla.core.xla_model as xm\r\ns = 'é'\r\n"
+                     "xm.mark_step()\r\n".encode("latin-1"))
+    assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 0
+    assert path.read_bytes() == ("# -*- coding: latin-1 -*-\r\nimport torch_xla\r\ns = 'é'\r\n"
+                                 "torch_xla.sync()\r\n").encode("latin-1")
+    assert capsys.readouterr().err == "Fixed 1 issue in 1 file (XLA102 x1).\n"
+
+
+def test_diff_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    assert main(["fix", "--diff", "--xla-target-version", "2.9", "a.py"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ("--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n-import torch_xla.core.xla_model as xm\n"
+                   "-xm.mark_step()\n+import torch_xla\n+torch_xla.sync()\n")
+    assert err == "Would fix 1 issue in 1 file (XLA102 x1).\n"
+    assert (tmp_path / "a.py").read_text() == "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+
+
+def test_summary_names_what_needs_a_human(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\nxm.save(m, 'p')\n")
+    assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("a.py:4:1: XLA103 xm.save() is planned for removal")
+    assert err == "Fixed 1 issue in 1 file (XLA102 x1); 1 need a human (listed above); " \
+                  "1 more fixable with --unsafe-fixes.\n"
+
+
+def test_a_fix_that_breaks_the_syntax_is_not_applied(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    original = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+    (tmp_path / "a.py").write_text(original)
+    real_apply = fix_engine.apply_edits
+    monkeypatch.setattr(fix_engine, "apply_edits", lambda source, edits: real_apply(source, edits) + "def (:\n")
+    assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
+    err = capsys.readouterr().err
+    assert "a.py: a fix produced invalid code (invalid syntax at line 4); it was not applied" in err
+    assert (tmp_path / "a.py").read_text() == original
+
+
+def test_a_failure_while_writing_leaves_the_file_intact(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    original = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+    (tmp_path / "a.py").write_text(original)
+
+    def crash(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli.os, "replace", crash)
+    assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
+    assert "a.py: could not write the fixed file: [Errno 28] No space left on device" in capsys.readouterr().err
+    assert (tmp_path / "a.py").read_text() == original
+    assert os.listdir(tmp_path) == ["a.py"]  # no temporary file left behind
+
+
+def test_fixed_files_parse_and_keep_their_mode(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "a.py"
+    path.write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    path.chmod(0o751)
+    assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 0
+    ast.parse(path.read_text())
+    assert path.stat().st_mode & 0o777 == 0o751
