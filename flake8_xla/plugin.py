@@ -6,7 +6,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
 from .engine import lint
-from .versions import parse_version
+from .versions import forget_project_files, parse_version
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it.
@@ -39,6 +39,7 @@ class XlaChecker:
         if value:
             parse_version(value)  # a bad value is a usage error: fail at start-up, not per file
         cls.target_version = value or None
+        forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         try:

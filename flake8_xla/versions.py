@@ -181,10 +181,10 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version) -> Tar
     """Resolve the target version for one file (``filename`` may be ``stdin`` or ``-``)."""
     if explicit:
         return Target(parse_version(explicit), "--xla-target-version")
-    if filename in ("stdin", "-", "") or not os.path.exists(filename):
+    # an editor's unsaved new file still belongs to the project of the directory it is in
+    directory = os.path.dirname(os.path.abspath(filename)) if filename not in ("stdin", "-", "") else ""
+    if not os.path.isdir(directory):
         directory = os.getcwd()
-    else:
-        directory = os.path.dirname(os.path.abspath(filename))
     found = _project_floor(directory)
     if found is not None:
         return found
@@ -192,3 +192,10 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version) -> Tar
     if installed is not None:
         return Target(installed, "installed torch_xla")
     return Target(latest, "newest release known to flake8-xla")
+
+
+def forget_project_files() -> None:
+    """Drop what was read from project files, for processes that lint many times (an editor's
+    flake8 server runs flake8 in-process on every save; a changed requirement must count)."""
+    for cached in (_floor_in_directory, _project_floor, _warn_once, installed_version):
+        cached.cache_clear()

@@ -134,3 +134,28 @@ def test_readme_demo_infers_the_target_from_the_example_requirements() -> None:
     """The README's command passes no target: examples/requirements.txt pins torch_xla 2.9."""
     result = flake8("examples/train_old_api.py", cwd=ROOT)
     assert len(result.stdout.splitlines()) == 19, result.stdout
+
+
+def test_a_changed_requirement_counts_in_a_long_lived_process(tmp_path, monkeypatch, capsys) -> None:
+    """Editors run flake8 in-process on every save (VS Code's flake8 server); the target must
+    follow the project's requirement as it is now, not as it was on the first run."""
+    from flake8.main.cli import main as flake8_main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.py").write_text(MARK_STEP)
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.6.0\n")
+    assert flake8_main(["--select", "XLA", "a.py"]) == 0
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
+    assert flake8_main(["--select", "XLA", "a.py"]) == 1
+    assert capsys.readouterr().out.splitlines() == ["a.py:2:1: " + MARK_STEP_MSG]
+
+
+def test_an_unsaved_new_file_belongs_to_its_directory_s_project(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "requirements.txt").write_text("torch_xla==2.6.0\n")
+    result = subprocess.run([sys.executable, "-m", "flake8", "--select", "XLA", "--stdin-display-name",
+                             "trainer/new.py", "-"], input=MARK_STEP, capture_output=True, text=True, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "")  # 2.6: mark_step is fine there
