@@ -12,7 +12,7 @@ import re
 from typing import List, Optional, Tuple
 
 from .fix import Edit, Fix, FixSite, Locator, removal_edit
-from .lifecycle import ApiRow
+from .lifecycle import ApiRow, api_table
 from .lifecycle_match import LifecycleUse
 from .versions import Version
 
@@ -204,6 +204,9 @@ def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
             return None
         if stmt.module == moved and any(a.name in row.fix.except_names or a.name == "*" for a in stmt.names):
             return None
+        new_module = dest + stmt.module[len(moved):]
+        if any(_gone(f"{new_module}.{a.name}", site.target) for a in stmt.names):
+            return None  # the name did not survive in the new module either (e.g. using_pjrt)
         match = _FROM_MODULE.match(locator.text(stmt))
         if match is None or re.sub(r"\s", "", match.group(1)) != stmt.module:
             return None
@@ -218,6 +221,11 @@ def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
     if locator.source[start:start + len(moved)] != moved:
         return None
     return [Edit(start, start + len(moved), dest)], []
+
+
+def _gone(qualname: str, target: Version) -> bool:
+    hit = api_table().lookup(qualname)
+    return hit is not None and hit[0].state(target) == "removed"
 
 
 def _under(qualname: str, module: str, names: Tuple[str, ...]) -> bool:

@@ -116,6 +116,7 @@ def test_before_the_replacement_exists_the_companion_is_used() -> None:
     ("import torch_xla.experimental.xla_sharding\ntorch_xla.experimental.xla_sharding.Mesh(a, b)\n", None),
     # a name that did not move to torch_xla.runtime
     ("from torch_xla.experimental.pjrt import rendezvous\n", None),
+    ("from torch_xla.experimental.pjrt import using_pjrt\n", None),  # removed from torch_xla.runtime too
     ("from torch_xla.experimental.pjrt import world_size, local_ordinal\n",
      "from torch_xla.runtime import world_size, local_ordinal\n"),
     # an existing alias is reused; `xr` taken by something else -> full path
