@@ -31,6 +31,8 @@ class Example:
     # (line, 1-based column, message) for each expected diagnostic of the owning rule.
     expect: Tuple[Tuple[int, int, str], ...] = ()
     title: str = ""
+    # INVALID only: the source after `flake8-xla fix --unsafe-fixes` of this rule; None: no fix
+    fixed: Optional[str] = None
 
 
 class FileContext:

@@ -21,8 +21,10 @@ class RemovedApi(LifecycleRule):
     )
     fix_safety = (
         "Where the replacement is a rename with the same meaning (for example "
-        "`xm.get_ordinal()` -> `torch_xla.runtime.global_ordinal()`) the fix is safe. APIs "
-        "without a replacement have no fix."
+        "`xm.get_ordinal()` -> `torch_xla.runtime.global_ordinal()`) the fix is safe; arguments "
+        "with no equivalent (`xm.xla_device(n, devkind)`) leave the call to a human. On a target "
+        "older than the replacement the fix uses the companion (`xla_compat.*`). APIs without a "
+        "replacement have no fix."
     )
     valid = (
         Example("import torch_xla.runtime as xr\n\nworld = xr.world_size()\n", title="the replacement"),
@@ -50,6 +52,9 @@ class RemovedApi(LifecycleRule):
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             expect=((3, 9, "xm.xrt_world_size() was removed in torch_xla 2.7; "
                            "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
+            fixed=("import torch_xla.runtime as xr\n"
+                   "\n"
+                   "world = xr.world_size()\n"),
         ),
         Example(
             "from torch_xla.core.xla_model import get_ordinal\n\nrank = get_ordinal()\n",
@@ -60,6 +65,9 @@ class RemovedApi(LifecycleRule):
                        "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()"),
             ),
             title="the import line itself fails",
+            fixed=("import torch_xla.runtime as xr\n"
+                   "\n"
+                   "rank = xr.global_ordinal()\n"),
         ),
         Example(
             "import torch_xla.runtime as xr\n\n@xr.requires_pjrt\ndef main():\n    pass\n",

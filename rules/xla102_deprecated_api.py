@@ -21,7 +21,8 @@ class DeprecatedApi(LifecycleRule):
     )
     fix_safety = (
         "`xm.mark_step()` -> `torch_xla.sync()` and `xm.xla_device()` -> `torch_xla.device()` are "
-        "safe renames on releases that have the replacement."
+        "safe renames (their arguments are mapped: `wait=`, `n` -> `index`); an argument without an "
+        "equivalent leaves the call to a human."
     )
     valid = (
         Example("import torch_xla\n\ntorch_xla.sync()\ndevice = torch_xla.device()\n", title="the replacements"),
@@ -44,12 +45,19 @@ class DeprecatedApi(LifecycleRule):
                 (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
                        "companion: xla_compat.sync()"),
             ),
+            fixed=("import torch_xla\n"
+                   "\n"
+                   "device = torch_xla.device()\n"
+                   "torch_xla.sync()\n"),
         ),
         Example(
             "import torch_xla\n\ntorch_xla.core.xla_model.mark_step()\n",
             expect=((3, 1, "torch_xla.core.xla_model.mark_step() is deprecated since torch_xla 2.8; "
                            "use torch_xla.sync() (2.4+); companion: xla_compat.sync()"),),
             title="the full dotted path",
+            fixed=("import torch_xla\n"
+                   "\n"
+                   "torch_xla.sync()\n"),
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
@@ -57,6 +65,9 @@ class DeprecatedApi(LifecycleRule):
             expect=((3, 9, "xm.xrt_world_size() is deprecated since torch_xla 2.5 (removed in 2.7); "
                            "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
             title="deprecated on the target, removed later",
+            fixed=("import torch_xla.runtime as xr\n"
+                   "\n"
+                   "world = xr.world_size()\n"),
         ),
     )
 

@@ -30,8 +30,13 @@ class PlannedApiRemoval(LifecycleRule):
     )
     fix_safety = (
         "Renames with the same meaning (`xm.get_local_ordinal()` -> "
-        "`torch_xla.runtime.local_ordinal()`) are safe; `xmp.spawn` -> `torch_xla.launch` is "
-        "unsafe because `launch` has no `nprocs`/`join`/`daemon`. The others need a human."
+        "`torch_xla.runtime.local_ordinal()`, `xm.set_rng_state()` -> `torch_xla.manual_seed()`) "
+        "are safe, and so are the companions with upstream's parameters and behaviour "
+        "(`xla_compat.add_step_closure`, `get_rng_state`, `RateTracker`). Unsafe: `xmp.spawn` -> "
+        "`torch_xla.launch` (no `nprocs`/`join`/`daemon`), and `xm.save`/`rendezvous`/`mesh_reduce`/"
+        "`do_on_ordinals`/`optimizer_step`/`reduce_gradients` -> `xla_compat.*`, which need a "
+        "torch.distributed process group with several processes (and `save` takes a path, not a "
+        "file object). The others need a human."
     )
     valid = (
         Example("import torch_xla.runtime as xr\n\nrank = xr.local_ordinal()\n", title="the replacement"),
@@ -50,6 +55,9 @@ class PlannedApiRemoval(LifecycleRule):
             expect=((3, 8, "xm.get_local_ordinal() is planned for deprecation by the PyTorch/XLA "
                            "usability plan (no warning as of torch_xla 2.9); "
                            "use torch_xla.runtime.local_ordinal() (2.1+); companion: xla_compat.local_ordinal()"),),
+            fixed=("import torch_xla.runtime as xr\n"
+                   "\n"
+                   "rank = xr.local_ordinal()\n"),
         ),
         Example(
             "import functools\nimport torch_xla.core.xla_model as xm\n\n"
@@ -58,6 +66,10 @@ class PlannedApiRemoval(LifecycleRule):
                             "(no warning as of torch_xla 2.9); use torch.distributed.barrier(); "
                             "companion: xla_compat.rendezvous()"),),
             title="a reference without a call",
+            fixed=("import functools\n"
+                   "import xla_compat\n"
+                   "\n"
+                   "barrier = functools.partial(xla_compat.rendezvous, 'init')\n"),
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), 'model.pt')\n",
@@ -66,6 +78,9 @@ class PlannedApiRemoval(LifecycleRule):
                            "CPU copies on the master ordinal (torch.distributed.checkpoint under SPMD); "
                            "companion: xla_compat.save()"),),
             title="no upstream replacement",
+            fixed=("import xla_compat\n"
+                   "\n"
+                   "xla_compat.save(model.state_dict(), 'model.pt')\n"),
         ),
     )
 

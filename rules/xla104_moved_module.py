@@ -45,18 +45,23 @@ class MovedModule(LifecycleRule):
             "import torch_xla.experimental.xla_sharding as xs\n\nmesh = xs.Mesh(ids, shape)\n",
             expect=((1, 8, "torch_xla.experimental.xla_sharding was removed in torch_xla 2.5; "
                            "use torch_xla.distributed.spmd (2.2+); companion: xla_compat.spmd()"),),
+            fixed=("import torch_xla.distributed.spmd as xs\n"
+                   "\n"
+                   "mesh = xs.Mesh(ids, shape)\n"),
         ),
         Example(
             "from torch_xla.experimental.pjrt import world_size, global_ordinal\n",
             expect=((1, 1, "torch_xla.experimental.pjrt was removed in torch_xla 2.5; use torch_xla.runtime "
                            "(2.1+); rendezvous moved to xm.xla_rendezvous and spawn to torch_xla.launch"),),
             title="one diagnostic per import statement",
+            fixed="from torch_xla.runtime import world_size, global_ordinal\n",
         ),
         Example(
             "import torch_xla.experimental.dynamo_mark_sharding\n",
             expect=((1, 8, "torch_xla.experimental.dynamo_mark_sharding is deprecated since torch_xla 2.5; "
                            "delete the import: the ops are registered automatically since 2.5"),),
             title="a deprecated import",
+            fixed="",
         ),
     )
 

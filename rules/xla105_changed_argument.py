@@ -50,12 +50,18 @@ class ChangedArgument(LifecycleRule):
             expect=((3, 21, "FSDP(): the `mark_step_on_finalization` keyword fails since torch_xla 2.8 "
                             "(TypeError); use sync_on_finalization= (2.8+)"),),
             title="a keyword renamed without an alias",
+            fixed=("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+                   "\n"
+                   "model = FSDP(model, sync_on_finalization=True)\n"),
         ),
         Example(
             "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(train, args=(cfg,), nprocs=8)\n",
             expect=((3, 31, "xmp.spawn(): `nprocs` other than None or 1 fails since torch_xla 2.6 (ValueError); "
                             "omit nprocs to use every device, or pass nprocs=1 to debug in one process; "
                             "companion: xla_compat.launch()"),),
+            fixed=("import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                   "\n"
+                   "xmp.spawn(train, args=(cfg,))\n"),
         ),
         Example(
             "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
@@ -64,12 +70,20 @@ class ChangedArgument(LifecycleRule):
             expect=((5, 23, "FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
                             "(TypeError); pass them as keywords: mesh=..., shard_output=..."),),
             title="FSDPv2's mesh is keyword-only",
+            fixed=("from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
+                   "    SpmdFullyShardedDataParallel as FSDPv2,\n"
+                   ")\n"
+                   "\n"
+                   "model = FSDPv2(model, mesh=mesh)\n"),
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal(defval=0)\n",
             expect=((3, 29, "xm.get_local_ordinal(): the `defval` argument fails since torch_xla 2.5 "
                             "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments; "
                             "companion: xla_compat.local_ordinal()"),),
+            fixed=("import torch_xla.core.xla_model as xm\n"
+                   "\n"
+                   "rank = xm.get_local_ordinal()\n"),
         ),
     )
 

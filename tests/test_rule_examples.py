@@ -1,8 +1,9 @@
 """Every rule's VALID/INVALID examples are tests; the docs are generated from the same examples."""
 import pytest
 
-from flake8_xla.engine import all_rules, lint_source
+from flake8_xla.engine import all_rules, fix_source, lint_source
 from flake8_xla.rule import Rule
+from flake8_xla.versions import Target, parse_version
 
 RULES = all_rules()
 CASES = [
@@ -20,10 +21,23 @@ def test_example(rule: Rule, example, valid: bool) -> None:
     assert found == ([] if valid else list(example.expect))
 
 
+@pytest.mark.parametrize("rule, example, valid", [c for c in CASES if not c.values[2]])
+def test_example_fix(rule: Rule, example, valid: bool) -> None:
+    """`fix --unsafe-fixes` of this rule turns the INVALID example into ``fixed`` exactly (or leaves
+    it alone when ``fixed`` is None), and a second run changes nothing."""
+    target = Target(parse_version(example.target), "example")
+    once = fix_source(example.source, "example.py", target, lambda code: code == rule.code, unsafe=True)
+    assert once.error is None
+    assert once.source == (example.fixed if example.fixed is not None else example.source)
+    assert fix_source(once.source, "example.py", target, lambda code: code == rule.code, unsafe=True).source \
+        == once.source
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
 def test_rule_is_complete(rule: Rule) -> None:
     assert rule.valid and rule.invalid, "every rule needs VALID and INVALID examples"
     assert all(example.expect for example in rule.invalid)
+    assert all(example.fixed is None for example in rule.valid), "only INVALID examples have a fix"
     for text in (rule.summary, rule.what_it_does, rule.why_bad, rule.fix_safety):
         assert text.strip()
 
