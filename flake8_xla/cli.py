@@ -236,9 +236,10 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
         import multiprocessing
 
+        api_table()  # load the rule data once, before forking, instead of once per worker
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job,)) as pool:
-            yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 8)))
+            yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 32)))
         return
     for path in files:
         yield run_file(job, path, stdin_bytes)

@@ -58,12 +58,10 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     """Every diagnostic with its fix (None when it has none), sorted, and the site the fixes were
     built on (its importer knows which imports they need)."""
     ctx = FileContext(split_lines(source), tree, filename, target, api_table())
-    site = FixSite(source, tree, target.version, ())
+    site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
     for rule in all_rules() if rules is None else rules:
         for diagnostic, builder in rule.check_fixable(ctx):
-            if builder is not None:
-                site.references = ctx.model.references
             out.append((diagnostic, builder(site) if builder is not None else None))
     out.sort(key=lambda pair: pair[0])
     return out, site

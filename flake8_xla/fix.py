@@ -41,12 +41,24 @@ class Fix:
 class FixSite:
     """What fix builders need about the file being fixed (one per pass)."""
 
-    def __init__(self, source: str, tree: ast.Module, target, references: Sequence) -> None:
-        self.locator = Locator(source)
-        self.importer = Importer(tree, self.locator)
+    def __init__(self, source: str, tree: ast.Module, target, ctx) -> None:
+        self.source = source
         self.tree = tree
         self.target = target  # the torch_xla Version the fixed code must run on
-        self.references = references  # the semantic model's resolved references
+        self.ctx = ctx  # the FileContext (semantic model) of this source
+
+    # built on first use: most files have no diagnostic, and so never need them
+    @functools.cached_property
+    def locator(self) -> "Locator":
+        return Locator(self.source)
+
+    @functools.cached_property
+    def importer(self) -> "Importer":
+        return Importer(self.tree, self.locator)
+
+    @property
+    def references(self) -> Sequence:
+        return self.ctx.model.references
 
     @functools.cached_property
     def parents(self) -> Dict[int, ast.AST]:
@@ -134,8 +146,11 @@ class Importer:
         self.tree = tree
         self.locator = locator
         self.bindings = _module_bindings(tree)
-        self.used = _names_in_use(tree)
         self._planned: Dict[str, Tuple[str, str]] = {}  # module -> (import line, prefix)
+
+    @functools.cached_property
+    def used(self) -> Set[str]:
+        return _names_in_use(self.tree)
 
     def _existing(self, module: str) -> Optional[str]:
         for name, bound in self.bindings.items():
