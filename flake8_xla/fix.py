@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -124,20 +125,6 @@ def _module_bindings(tree: ast.Module) -> Dict[str, str]:
     return bound
 
 
-def _names_in_use(tree: ast.AST) -> Set[str]:
-    names: Set[str] = set()
-    for node in ast.walk(tree):
-        if type(node) is ast.Name:
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif type(node) is ast.arg:
-            names.add(node.arg)
-        elif type(node) is ast.alias:
-            names.add((node.asname or node.name).split(".")[0])
-    return names
-
-
 class Importer:
     """Decides how fixed code refers to a module, reusing a binding the file already has
     (``import torch_xla.runtime as xr``) and otherwise planning one import per module."""
@@ -148,9 +135,16 @@ class Importer:
         self.bindings = _module_bindings(tree)
         self._planned: Dict[str, Tuple[str, str]] = {}  # module -> (import line, prefix)
 
-    @functools.cached_property
-    def used(self) -> Set[str]:
-        return _names_in_use(self.tree)
+    def _rebound(self, name: str) -> bool:
+        """Whether the file may bind ``name`` to something else (an assignment, def, class or
+        `as name`); a guess that errs towards yes, which only means no fix."""
+        pattern = rf"(?<![.\w]){re.escape(name)}\s*(?::[^=\n]*)?=(?!=)|\b(?:def|class|as)\s+{re.escape(name)}\b"
+        return re.search(pattern, self.locator.source) is not None
+
+    def _appears(self, name: str) -> bool:
+        """Whether ``name`` occurs anywhere in the file as a word (strings and comments count:
+        erring towards "taken" only costs a longer spelling)."""
+        return re.search(rf"\b{re.escape(name)}\b", self.locator.source) is not None
 
     def _existing(self, module: str) -> Optional[str]:
         for name, bound in self.bindings.items():
@@ -170,11 +164,11 @@ class Importer:
         if module in self._planned:
             return self._planned[module][1]
         alias = _ALIASES.get(module)
-        if alias and alias not in self.used:
+        if alias and not self._appears(alias):
             plan = (f"import {module} as {alias}", alias)
         else:
             root = module.split(".")[0]
-            if root in self.used and self.bindings.get(root) != root:
+            if self.bindings.get(root) != root and self._rebound(root):
                 return None  # the package name is bound to something else here
             plan = (f"import {module}", module)
         self._planned[module] = plan

@@ -21,8 +21,9 @@ def file_is_exempt(lines: Sequence[str]) -> bool:
     return any(NOQA_FILE.match(line) for line in lines)
 
 
-def _logical_line_text(lines: Sequence[str]) -> Dict[int, str]:
-    """Map each physical line number to the text of the whole logical line it belongs to."""
+def _logical_line_text(lines: Sequence[str], upto: int) -> Dict[int, str]:
+    """Map each physical line number (up to line ``upto``) to the text of the whole logical line
+    it belongs to."""
     mapping: Dict[int, str] = {}
     first, last = len(lines) + 2, -1
     try:
@@ -33,6 +34,8 @@ def _logical_line_text(lines: Sequence[str]) -> Dict[int, str]:
             if tok.type in (tokenize.NL, tokenize.NEWLINE):
                 joined = "".join(lines[first - 1:last])
                 mapping.update(dict.fromkeys(range(first, last + 1), joined))
+                if last >= upto:
+                    break  # the lines after the last diagnostic do not matter
                 first, last = len(lines) + 2, -1
     except (tokenize.TokenError, SyntaxError):
         return {}
@@ -55,7 +58,7 @@ def suppressed_lines(lines: Sequence[str], line_numbers: Iterable[int]) -> Dict[
     wanted = sorted(set(line_numbers))
     if not any("noqa" in line.lower() for line in lines):  # the common case: no tokenizing
         return {}
-    mapping = _logical_line_text(lines)
+    mapping = _logical_line_text(lines, wanted[-1])
     return {n: mapping.get(n, lines[n - 1] if 0 < n <= len(lines) else "") for n in wanted}
 
 

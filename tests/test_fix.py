@@ -122,6 +122,8 @@ def test_before_the_replacement_exists_the_companion_is_used() -> None:
     # an existing alias is reused; `xr` taken by something else -> full path
     ("import torch_xla.runtime as rt\nimport torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\n",
      "import torch_xla.runtime as rt\nn = rt.world_size()\n"),
+    # the package name itself bound to something else: no way to spell the replacement
+    ("import torch_xla.core.xla_model as xm\ntorch_xla = None\nxm.mark_step()\n", None),
     ("import torch_xla.core.xla_model as xm\nxr = 3\nn = xm.xrt_world_size()\n",
      "import torch_xla.runtime\nxr = 3\nn = torch_xla.runtime.world_size()\n"),
 ])
