@@ -56,6 +56,13 @@ class FileContext:
 
         return match_lifecycle(self.model, self.table, self.target.version)
 
+    @functools.cached_property
+    def flow(self):
+        """FSDP flow facts (empty unless the file uses an FSDP wrapper)."""
+        from .flow import FlowFacts
+
+        return FlowFacts(self.tree, self.model.references)
+
     def column(self, node: ast.AST) -> Tuple[int, int]:
         """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""
         line, col = node.lineno, node.col_offset

@@ -5,5 +5,9 @@ from .xla103_planned_api_removal import PlannedApiRemoval
 from .xla104_moved_module import MovedModule
 from .xla105_changed_argument import ChangedArgument
 from .xla106_deprecated_env_var import DeprecatedEnvVar
+from .xla201_optimizer_before_fsdp_wrap import OptimizerBeforeFsdpWrap
 
-RULES = (RemovedApi, DeprecatedApi, PlannedApiRemoval, MovedModule, ChangedArgument, DeprecatedEnvVar)
+RULES = (
+    RemovedApi, DeprecatedApi, PlannedApiRemoval, MovedModule, ChangedArgument, DeprecatedEnvVar,
+    OptimizerBeforeFsdpWrap,
+)

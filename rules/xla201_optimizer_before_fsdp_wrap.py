@@ -1,0 +1,126 @@
+"""XLA201 optimizer-before-fsdp-wrap."""
+import ast
+from typing import Iterator, Optional
+
+from flake8_xla.flow import FlowFacts, OptimizerBuild
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+FSDP2 = ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
+         "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n")
+
+
+class OptimizerBeforeFsdpWrap(Rule):
+    code = "XLA201"
+    name = "optimizer-before-fsdp-wrap"
+    summary = "An optimizer holding a model's parameters from before FSDP replaced them"
+    what_it_does = (
+        "Flags an optimizer built from `model.parameters()` before `model` is wrapped with "
+        "`XlaFullyShardedDataParallel` in the same function, or built after wrapping from the "
+        "unwrapped module instead of the wrapper. For FSDPv2 (`SpmdFullyShardedDataParallel`) "
+        "only while the model is still on the CPU: FSDPv2 moves it to the XLA device, which "
+        "replaces CPU parameters, while a model already on the device keeps them."
+    )
+    why_bad = (
+        "FSDP flattens and shards the parameters into new `Parameter` objects. The optimizer keeps "
+        "the old ones, which never receive gradients, so training silently does nothing: no error, "
+        "no warning, a flat loss curve."
+    )
+    fix_safety = "No automatic fix: moving the optimizer below the wrap can change other code in between."
+    valid = (
+        Example(FSDP1 + "import torch\n\nmodel = FSDP(Net())\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n", title="built after wrapping"),
+        Example(FSDP1 + "import torch\n\nmodel = Net()\nmodel = FSDP(model)\n"
+                "optimizer = torch.optim.AdamW(model.parameters())\n", title="the reference order"),
+        Example(FSDP2 + "import torch\n\nmodel = Net().to('xla')\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "model = FSDPv2(model, mesh=mesh)\n",
+                title="FSDPv2 on a model already on the XLA device keeps its parameters"),
+        Example(FSDP1 + "import torch\n\ndef build(model):\n"
+                "    return torch.optim.SGD(model.parameters(), lr=0.1)\n\n"
+                "optimizer = build(model)\nmodel = FSDP(model)\n",
+                title="built in another function: unknown, silent"),
+        Example(FSDP1 + "import torch\n\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "model = Other()\nmodel = FSDP(model)\n", title="the name was rebound in between"),
+    )
+    invalid = (
+        Example(
+            FSDP1 + "import torch\n\nmodel = Net()\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel = FSDP(model)\n",
+            expect=((5, 13, "optimizer built from model.parameters() before `model` is wrapped with FSDP "
+                            "(line 6): FSDP replaces the parameters, so this optimizer never updates the model; "
+                            "build it after wrapping"),),
+        ),
+        Example(
+            FSDP1 + "import torch\n\nnet = Net()\nmodel = FSDP(net)\n"
+            "optimizer = torch.optim.Adam(net.parameters())\n",
+            expect=((6, 13, "optimizer built from net.parameters(), but the FSDP wrapper is `model` (line 5): "
+                            "FSDP replaced these parameters, so this optimizer never updates the model; "
+                            "use model.parameters()"),),
+            title="built from the unwrapped module after wrapping",
+        ),
+        Example(
+            FSDP2 + "import torch\n\ndef main(mesh):\n    model = Net()\n"
+            "    optimizer = torch.optim.AdamW(model.parameters())\n"
+            "    model = FSDPv2(model, mesh=mesh)\n",
+            expect=((8, 17, "optimizer built from model.parameters() before `model` is wrapped with FSDPv2 "
+                            "(line 9) while the model is on the CPU: moving it to the XLA device replaces the "
+                            "parameters, so this optimizer never updates the model; build it after wrapping"),),
+            title="FSDPv2 while the model is still on the CPU",
+        ),
+        Example(
+            FSDP1 + "import torch\n\nclass Trainer:\n    def setup(self):\n"
+            "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+            "        self.model = FSDP(self.model)\n",
+            expect=((6, 20, "optimizer built from self.model.parameters() before `self.model` is wrapped with "
+                            "FSDP (line 7): FSDP replaces the parameters, so this optimizer never updates the "
+                            "model; build it after wrapping"),),
+            title="attributes are tracked too",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        for optimizer in flow.optimizers:
+            message = self._problem(flow, optimizer)
+            if message:
+                yield self.diagnostic(ctx, optimizer.call, message)
+
+    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild) -> Optional[str]:
+        scope, order = optimizer.at.scope, optimizer.at.order
+        for name in optimizer.params_of:
+            for wrap in flow.wraps:
+                if wrap.at.scope is not scope or wrap.wrapped != name:
+                    continue
+                if wrap.kind == "v2" and _on_device_before(flow, name, scope, order):
+                    continue
+                label = "FSDP" if wrap.kind == "v1" else "FSDPv2"
+                where = f"(line {wrap.call.lineno})"
+                if wrap.at.order > order and not flow.rebound_between(name, scope, order, wrap.at.order):
+                    cpu = " while the model is on the CPU" if wrap.kind == "v2" else ""
+                    why = ("moving it to the XLA device replaces the parameters" if wrap.kind == "v2"
+                           else f"{label} replaces the parameters")
+                    return (f"optimizer built from {name}.parameters() before `{name}` is wrapped with {label} "
+                            f"{where}{cpu}: {why}, so this optimizer never updates the model; build it after "
+                            "wrapping")
+                if wrap.at.order < order and wrap.target and wrap.target != name and \
+                        not flow.rebound_between(name, scope, wrap.at.order, order) and \
+                        not flow.rebound_between(wrap.target, scope, wrap.at.order, order):
+                    return (f"optimizer built from {name}.parameters(), but the {label} wrapper is "
+                            f"`{wrap.target}` {where}: {label} replaced these parameters, so this optimizer "
+                            f"never updates the model; use {wrap.target}.parameters()")
+        return None
+
+
+def _on_device_before(flow: FlowFacts, name: str, scope, order: int) -> bool:
+    """Whether ``name`` was moved with ``.to(...)`` (or created by an expression ending in one)
+    in ``scope`` before statement ``order``."""
+    for binding in flow.bindings:
+        if binding.at.scope is scope and binding.at.order < order and binding.name == name and \
+                _calls_to(binding.value):
+            return True
+    return any(m.at.scope is scope and m.at.order < order and m.name == name for m in flow.moves)
+
+
+def _calls_to(node: ast.AST) -> bool:
+    return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "to"
