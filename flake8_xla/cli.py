@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from . import __version__
+from .cache import CACHE_DIR_NAME, Entry, ResultCache, content_key
 from .config import FORMATS, ConfigError, Settings, discover, load_file, merge
 from .engine import all_rules, fix_source, lint_fixable, might_match
 from .formats import RENDERERS, Finding
@@ -26,7 +27,7 @@ from .lifecycle import api_table
 from .noqa import file_is_exempt, filter_noqa
 from .rule import Diagnostic
 from .selection import CodeSelector
-from .versions import infer_target, parse_version
+from .versions import forget_project_files, infer_target, parse_version
 
 DEFAULT_EXCLUDES = (".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".eggs", "*.egg-info", "build", "dist",
                     "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages")
@@ -122,6 +123,7 @@ class FileResult:
     diff: str = ""
     error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
     unsafe_available: int = 0  # diagnostics that --unsafe-fixes would fix
+    cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Job:
     fix: bool = False
     unsafe: bool = False
     diff: bool = False
+    cache: Optional[ResultCache] = None  # check only; read by workers (inherited on fork)
 
 
 def _target(job: Job, path: str):
@@ -141,16 +144,21 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
     return Finding(display, Diagnostic(line, col, code, message))
 
 
-def _findings(job: Job, path: str, display: str, text: str, tree: ast.Module) -> Tuple[List[Finding], int]:
+def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module) -> Entry:
+    pairs, _ = lint_fixable(text, tree, path, _target(job, path))
+    return [(d, None if f is None else f.safe) for d, f in pairs]
+
+
+def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
+    """Selection and `# noqa` over the raw diagnostics (with their fix safety)."""
     lines = text.splitlines(True)
-    if file_is_exempt(lines):
+    if not raw or file_is_exempt(lines):
         return [], 0
     wanted = job.selector.for_file(path)
-    pairs, _ = lint_fixable(text, tree, path, _target(job, path))
-    pairs = [(d, f) for d, f in pairs if wanted(d.code)]
+    pairs = [(d, safe) for d, safe in raw if wanted(d.code)]
     kept = set(filter_noqa(lines, [d for d, _ in pairs]))
-    findings = [Finding(display, d, f is not None and (f.safe or job.unsafe)) for d, f in pairs if d in kept]
-    unsafe_only = sum(1 for d, f in pairs if d in kept and f is not None and not f.safe and not job.unsafe)
+    findings = [Finding(display, d, safe is not None and (safe or job.unsafe)) for d, safe in pairs if d in kept]
+    unsafe_only = sum(1 for d, safe in pairs if d in kept and safe is False and not job.unsafe)
     return findings, unsafe_only
 
 
@@ -168,6 +176,13 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
     text = source.text
     if not might_match(text):
         return result
+    key = None
+    if job.cache is not None and not job.fix and path != "-":
+        key = content_key(text, str(_target(job, path).version))
+        raw = job.cache.get(path, key)
+        if raw is not None:
+            result.findings, result.unsafe_available = _findings(job, path, display, text, raw)
+            return result
     try:
         tree = ast.parse(text, display)
     except (SyntaxError, ValueError) as exc:
@@ -177,7 +192,10 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
         return result
     if job.fix and not file_is_exempt(text.splitlines(True)):
         text, tree = _fix_file(job, path, display, source, tree, result)
-    result.findings, result.unsafe_available = _findings(job, path, display, text, tree)
+    raw = _raw_diagnostics(job, path, text, tree)
+    if key is not None:
+        result.cache_update = (path, key, raw)
+    result.findings, result.unsafe_available = _findings(job, path, display, text, raw)
     return result
 
 
@@ -263,6 +281,9 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--unsafe-fixes", action="store_true",
                         help="also apply (fix) or count as fixable (check) fixes that may change behaviour")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help=f"where to keep the result cache (default: {CACHE_DIR_NAME} in the project directory)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -330,12 +351,18 @@ def _stats(results: Sequence[FileResult]) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    job = Job(settings, _selector(settings), unsafe=args.unsafe_fixes)
+    cache = None if args.no_cache else ResultCache(args.cache_dir or os.path.join(settings.base_dir, CACHE_DIR_NAME))
+    job = Job(settings, _selector(settings), unsafe=args.unsafe_fixes, cache=cache)
     files = discover_files(args.paths, settings, args.force_exclude)
     if not files:
         print("flake8-xla: warning: no Python files found in " + ", ".join(args.paths), file=sys.stderr)
         return 0
     results = list(run_files(job, files, args.jobs))
+    if cache is not None:
+        for r in results:
+            if r.cache_update:
+                cache.put(*r.cache_update)
+        cache.save()
     findings = [f for r in results for f in r.findings]
     report = RENDERERS[settings.output_format](findings)
     if args.output_file:
@@ -431,6 +458,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
+    forget_project_files()  # main() may run many times in one process (tests, editor servers)
     try:
         return COMMANDS[args.command](args)
     except (UsageError, ConfigError) as exc:

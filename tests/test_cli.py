@@ -212,3 +212,32 @@ def test_module_entry_point(project) -> None:
     (project / "a.py").write_text(MARK_STEP)
     result = subprocess.run([sys.executable, "-m", "flake8_xla", "check", "a.py"], capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (1, MARK_STEP_LINE)
+
+
+def test_result_cache_skips_unchanged_files_and_follows_changes(project, capsys, monkeypatch) -> None:
+    from flake8_xla import cli
+
+    (project / "a.py").write_text(MARK_STEP)
+    first = run(capsys, "check", "a.py")
+    assert first[:2] == (1, MARK_STEP_LINE)
+    assert sorted(os.listdir(project / ".flake8_xla_cache"))[0] == ".gitignore"
+
+    def no_linting(*args, **kwargs):
+        raise AssertionError("an unchanged file was linted again")
+
+    monkeypatch.setattr(cli, "lint_fixable", no_linting)
+    assert run(capsys, "check", "a.py") == first  # served from the cache
+    assert run(capsys, "check", "--select", "XLA101", "a.py")[:2] == (0, "")  # selection applies to cached results
+    (project / "a.py").write_text(MARK_STEP + "# edited\n")
+    with pytest.raises(AssertionError, match="linted again"):
+        run(capsys, "check", "a.py")  # the content changed: linted again
+    (project / "a.py").write_text(MARK_STEP)
+    (project / "requirements.txt").write_text("torch_xla==2.4.0\n")
+    with pytest.raises(AssertionError, match="linted again"):
+        run(capsys, "check", "a.py")  # the target changed: linted again
+
+
+def test_no_cache_writes_nothing(project, capsys) -> None:
+    (project / "a.py").write_text(MARK_STEP)
+    assert run(capsys, "check", "--no-cache", "a.py")[0] == 1
+    assert not (project / ".flake8_xla_cache").exists()
