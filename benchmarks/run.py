@@ -13,6 +13,9 @@ Stdlib only. See benchmarks/README.md. In short:
 4. one `--select XLA` run per corpus: diagnostic counts, full output in .cache/<corpus>-xla.txt;
 5. when a ratio misses its target (or with --profile): cProfile of flake8_xla.engine.lint over
    the corpus, top flake8_xla hotspots in .cache/<corpus>-profile.txt.
+6. with --cli: in the `xla` venv, `python -m flake8 --select XLA` (A) against the standalone
+   `flake8-xla check` (B), same ABBA timing, speed-up median(A)/median(B), and whether the two
+   report the same set of (path, line, col, code).
 
 Results go to benchmarks/results/<date>.json and a markdown table on stdout.
 """
@@ -46,6 +49,7 @@ RESULTS = os.path.join(BENCH, "results")
 README = os.path.join(BENCH, "README.md")
 
 TARGETS = {"stdlib": 1.05, "xla-dense": 1.15}
+CLI_SPEEDUP_TARGET = 10.0  # --cli: median(flake8 --select XLA) / median(flake8-xla check)
 CORPUS_NAMES = ("stdlib", "xla-dense")
 
 TORCH_XLA = "torch_xla==2.9.0"
@@ -58,7 +62,7 @@ DEFAULT_EXTRAS = ("accelerate==1.15.0", "lightning==2.6.6", "transformers==5.24.
 STDLIB_EXCLUDED_DIRS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
 
 # What makes the repository's build, hashed to decide whether the `xla` venv is stale.
-SOURCE_PARTS = ("flake8_xla", "rules", "setup.cfg", "pyproject.toml", "setup.py", "README.md",
+SOURCE_PARTS = ("flake8_xla", "rules", "xla_compat", "setup.cfg", "pyproject.toml", "setup.py", "README.md",
                 "LICENSE", "MANIFEST.in")
 SNAPSHOT_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 
@@ -133,7 +137,7 @@ def git_state() -> dict:
             return run(["git", "-C", REPO, *args], capture_output=True, text=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return None
-    dirty = git("status", "--porcelain", "--", "flake8_xla", "rules", "setup.cfg", "pyproject.toml")
+    dirty = git("status", "--porcelain", "--", "flake8_xla", "rules", "xla_compat", "setup.cfg", "pyproject.toml")
     return {"head": git("rev-parse", "HEAD"), "source_dirty": bool(dirty)}
 
 
@@ -402,6 +406,77 @@ def bench_corpus(name: str, root: str, envs: dict, args) -> dict:
     }
 
 
+def cli_script(python: str) -> str:
+    return os.path.join(os.path.dirname(python), "flake8-xla")
+
+
+def cli_routes(envs: dict, jobs: int) -> dict:
+    """The two ways to get XLA diagnostics, both in the xla venv: A = flake8 route, B = standalone CLI."""
+    cli = [cli_script(envs["xla"]), "check", "--isolated", "--exit-zero", f"-j{jobs}"]
+    return {"flake8": [envs["xla"], "-m", "flake8", "--isolated", "--exit-zero", "--select", "XLA", f"-j{jobs}", "."],
+            # cold: every file parsed and linted; cached: the result cache a previous run left (unchanged files)
+            "cli": cli + ["--no-cache", "."],
+            "cli-cached": cli + ["--cache-dir", os.path.join(CACHE, "cli-result-cache"), "."]}
+
+
+def flake8_keys(out: bytes) -> list:
+    keys = []
+    for ln in out.decode(errors="replace").splitlines():
+        m = re.match(r"(.*?):(\d+):(\d+): (XLA\d+)", ln)
+        if m:
+            keys.append((os.path.normpath(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)))
+    return keys
+
+
+def cli_json_keys(out: bytes) -> list:
+    return [(os.path.normpath(d["filename"]), int(d["line"]), int(d["column"]), d["code"]) for d in json.loads(out)]
+
+
+def bench_cli(name: str, root: str, envs: dict, args) -> dict:
+    """Whole-process time of the flake8 route (A) vs `flake8-xla check` (B), and their diagnostic sets."""
+    cmds = cli_routes(envs, args.jobs)
+    # Warm-up, output kept: A's text output and B's JSON output are the diagnostic comparison.
+    warm, keys = {}, {}
+    for route, cmd in (("flake8", cmds["flake8"]), ("cli", cmds["cli"][:-1] + ["--format", "json", "."])):
+        t, cpu, res = timed(cmd, root, capture=True)
+        keys[route] = flake8_keys(res.stdout) if route == "flake8" else cli_json_keys(res.stdout)
+        warm[route] = {"seconds": t, "cpu_seconds": cpu, "diagnostics": len(keys[route]),
+                       "command": " ".join([os.path.basename(cmd[0])] + cmd[1:])}
+        if res.stderr.strip():
+            warm[route]["stderr"] = res.stderr.decode(errors="replace")[-2000:]
+        log(f"[cli] {name}: warm-up {route} {t:.2f}s ({len(keys[route])} diagnostics)")
+    a, b = set(keys["flake8"]), set(keys["cli"])
+    only_a, only_b = sorted(a - b), sorted(b - a)
+    same = {"flake8_only": len(only_a), "cli_only": len(only_b), "differences": len(only_a) + len(only_b),
+            "flake8_duplicates": len(keys["flake8"]) - len(a), "cli_duplicates": len(keys["cli"]) - len(b),
+            "examples_flake8_only": [list(k) for k in only_a[:10]], "examples_cli_only": [list(k) for k in only_b[:10]]}
+    log(f"[cli] {name}: diagnostic sets: {len(a)} (flake8) vs {len(b)} (cli), {len(only_a)} only in flake8, "
+        f"{len(only_b)} only in cli")
+    timed(cmds["cli-cached"], root)  # fills the cache the cached route reads
+    routes = ("flake8", "cli", "cli-cached")
+    times = {r: [] for r in routes}
+    cpus = {r: [] for r in routes}
+    for i in range(args.runs):
+        order = routes if i % 2 == 0 else routes[::-1]  # ABC CBA ...
+        for route in order:
+            t, cpu, _ = timed(cmds[route], root)
+            times[route].append(t)
+            cpus[route].append(cpu)
+        log(f"[cli] {name}: run {i + 1}/{args.runs} " + ", ".join(
+            f"{r} {times[r][-1]:.3f}s (cpu {cpus[r][-1]:.3f}s)" for r in routes))
+    fl, cli, cached = (summarize(times[r]) for r in routes)
+    fl_cpu, cli_cpu, cached_cpu = (summarize(cpus[r]) for r in routes)
+    return {
+        "commands": {r: " ".join([os.path.basename(c[0])] + c[1:]) for r, c in cmds.items()},
+        "flake8": fl, "cli": cli, "cli_cached": cached, "flake8_cpu": fl_cpu, "cli_cpu": cli_cpu,
+        "cli_cached_cpu": cached_cpu,
+        "speedup_median": fl["median"] / cli["median"], "speedup_min": fl["min"] / cli["min"],
+        "cached_speedup_median": fl["median"] / cached["median"],
+        "cpu_speedup_median": fl_cpu["median"] / cli_cpu["median"],
+        "same_diagnostics": same, "warmup": warm,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # diagnostics and profile
 # --------------------------------------------------------------------------------------------
@@ -549,9 +624,31 @@ def markdown(result: dict) -> str:
     return "\n".join(rows)
 
 
+def cli_markdown(result: dict) -> str:
+    rows = ["| corpus | files | A flake8 median (min) s | B flake8-xla, no cache, median (min) s "
+            "| speed-up median (min) | CPU A / B median s | B with its cache, median s | speed-up "
+            "| XLA diagnostics A / B | set differences |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, c in result["corpora"].items():
+        t = c.get("cli")
+        if not t:
+            continue
+        w, same = t["warmup"], t["same_diagnostics"]
+        ok = " ✅" if t["speedup_median"] >= CLI_SPEEDUP_TARGET else " ❌"
+        rows.append(
+            f"| {name} | {c['stats']['files']} | {t['flake8']['median']:.3f} ({t['flake8']['min']:.3f}) "
+            f"| {t['cli']['median']:.3f} ({t['cli']['min']:.3f}) | {t['speedup_median']:.1f}x{ok} "
+            f"({t['speedup_min']:.1f}x) | {t['flake8_cpu']['median']:.3f} / {t['cli_cpu']['median']:.3f} "
+            f"| {t['cli_cached']['median']:.3f} | {t['cached_speedup_median']:.1f}x "
+            f"| {w['flake8']['diagnostics']} / {w['cli']['diagnostics']} | {same['differences']} |")
+    return "\n".join(rows)
+
+
 def write_result(result: dict) -> str:
     os.makedirs(RESULTS, exist_ok=True)
     suffix = "" if result["jobs"] == 1 else f"-j{result['jobs']}"  # a -j2 run keeps the -j1 file
+    if any("cli" in c for c in result["corpora"].values()):
+        suffix += "-cli"  # a --cli run keeps the plain file of the same day
     path = os.path.join(RESULTS, f"{result['date']}{suffix}.json")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -610,7 +707,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-extras", action="store_true", help="xla-dense is torch_xla's own sources only")
     p.add_argument("--rebuild-venvs", action="store_true", help="recreate both venvs")
     p.add_argument("--rebuild-corpora", action="store_true", help="re-extract the corpora")
-    p.add_argument("--no-timing", action="store_true", help="only prepare, count diagnostics (and profile)")
+    p.add_argument("--no-timing", action="store_true",
+                   help="skip the bare/xla timing: only prepare, count diagnostics (and profile, and --cli)")
+    p.add_argument("--cli", action="store_true",
+                   help="also time `flake8 --select XLA` against `flake8-xla check` in the xla venv")
     p.add_argument("--profile", choices=("auto", "always", "never"), default="auto",
                    help="cProfile flake8_xla.engine.lint over a corpus: auto = when its ratio misses the target")
     p.add_argument("--profile-top", type=int, default=25, help="functions listed per profile table")
@@ -629,6 +729,9 @@ def main(argv=None) -> int:
         path = write_result(result)
         table = markdown(result)
         print(table)
+        if any("cli" in c for c in result["corpora"].values()):
+            print()
+            print(cli_markdown(result))
         if args.update_readme:
             update_readme(result, table, path)
         return 0
@@ -637,6 +740,8 @@ def main(argv=None) -> int:
     os.makedirs(CACHE, exist_ok=True)
     envs = ensure_venvs(args)
     versions = envs["versions"]
+    if args.cli and not os.path.exists(cli_script(envs["xla"])):
+        sys.exit(f"--cli: {cli_script(envs['xla'])} missing; rerun with --rebuild-venvs")
     print(f"flake8 {versions['bare']['flake8']} (pycodestyle {versions['bare']['pycodestyle']}, "
           f"pyflakes {versions['bare']['pyflakes']}, mccabe {versions['bare']['mccabe']}) in both venvs; "
           f"flake8-xla {versions['xla']['flake8-xla']} + PyYAML {versions['xla']['PyYAML']} in xla "
@@ -677,6 +782,8 @@ def main(argv=None) -> int:
             if extra != warm["xla"].get("xla_lines"):
                 log(f"[check] {name}: xla run printed {extra} more lines than bare but {warm['xla'].get('xla_lines')} "
                     "XLA lines: the plugin changed other output?")
+        if args.cli:
+            entry["cli"] = bench_cli(name, root, envs, args)
         entry["lint_cost"] = lint_cost(name, root, envs)
         if "timing" in entry:
             t = entry["timing"]
@@ -689,10 +796,11 @@ def main(argv=None) -> int:
 
     table = markdown(result)
     print()
-    print(f"`python -m flake8 --isolated --exit-zero --jobs={args.jobs} .`, {args.runs} alternating runs per venv "
-          f"after one warm-up; wall seconds")
-    print()
-    print(table)
+    if any("timing" in c for c in result["corpora"].values()):
+        print(f"`python -m flake8 --isolated --exit-zero --jobs={args.jobs} .`, {args.runs} alternating runs per venv "
+              f"after one warm-up; wall seconds")
+        print()
+        print(table)
     for name, c in result["corpora"].items():
         d = c["diagnostics"]
         print(f"\n{name}: {d['total']} XLA diagnostics in {d['files_with_diagnostics']} files -> {d['path']}")
@@ -704,7 +812,17 @@ def main(argv=None) -> int:
               + (f"; estimated ratio {c['timing']['estimated_ratio']:.3f}" if "timing" in c else ""))
         if "profile" in c:
             print(f"{name}: profile -> {c['profile']['path']}")
-    if not args.no_write and not args.no_timing:
+    if args.cli:
+        routes = cli_routes(envs, args.jobs)
+        print(f"\n--cli: in the xla venv, A = `python {' '.join(routes['flake8'][1:])}`, "
+              f"B = `flake8-xla {' '.join(routes['cli'][1:])}`, {args.runs} alternating runs "
+              "after one warm-up each; wall seconds\n")
+        print(cli_markdown(result))
+        for name, c in result["corpora"].items():
+            same = c["cli"]["same_diagnostics"]
+            if same["differences"]:
+                print(f"{name}: only in flake8 {same['examples_flake8_only']}; only in cli {same['examples_cli_only']}")
+    if not args.no_write and (not args.no_timing or args.cli):
         path = write_result(result)
         print(f"\nresult: {os.path.relpath(path, REPO)}")
         if args.update_readme:
