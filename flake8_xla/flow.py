@@ -172,6 +172,26 @@ class FlowFacts:
                     out[wrap.target] = wrap
         return out
 
+    def wrapper_at(self, name: Optional[str], node: ast.AST) -> Optional[Wrap]:
+        """The FSDP wrap ``name`` is bound to where ``node`` is (same scope, earlier statement)."""
+        at = self.position(node)
+        if not name or at is None:
+            return None
+        return self.wrapped_names(at.scope, at.order).get(name)
+
+    def optimizer_named(self, name: Optional[str], node: ast.AST) -> Optional[OptimizerBuild]:
+        """The optimizer build ``name`` is bound to where ``node`` is (same scope, not rebound)."""
+        at = self.position(node)
+        if not name or at is None:
+            return None
+        found = None
+        for build in self.optimizers:
+            if build.target == name and build.at.scope is at.scope and build.at.order < at.order:
+                found = build
+        if found and self.rebound_between(name, at.scope, found.at.order, at.order):
+            return None
+        return found
+
 
 def _statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
     """Statements of a block in source order, descending into compound statements (not defs)."""

@@ -1,0 +1,82 @@
+"""XLA202 gradient-reduction-with-fsdp."""
+from typing import Iterator
+
+from flake8_xla.flow import dotted
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+HEADER = "import torch\nimport torch_xla.core.xla_model as xm\n" + FSDP1
+
+# calls that all-reduce an optimizer's gradients across replicas
+REDUCERS = {
+    "torch_xla.core.xla_model.optimizer_step": "xm.optimizer_step()",
+    "torch_xla.core.xla_model.reduce_gradients": "xm.reduce_gradients()",
+    "xla_compat.optimizer_step": "xla_compat.optimizer_step()",
+    "xla_compat.reduce_gradients": "xla_compat.reduce_gradients()",
+}
+
+
+class GradientReductionWithFsdp(Rule):
+    code = "XLA202"
+    name = "gradient-reduction-with-fsdp"
+    summary = "Gradients of an FSDP model all-reduced again by optimizer_step or reduce_gradients"
+    what_it_does = (
+        "Flags `xm.optimizer_step(optimizer)` and `xm.reduce_gradients(optimizer)` (and their "
+        "`xla_compat` companions) when `optimizer` was built, in the same function, from the "
+        "parameters of a model wrapped with `XlaFullyShardedDataParallel`."
+    )
+    why_bad = (
+        "Both all-reduce (average) the gradients across replicas, which data-parallel training needs. "
+        "FSDP already reduce-scatters the gradients of its sharded parameters, so they are reduced "
+        "a second time and the update is wrong, without an error. The FSDP docs: call "
+        "`optimizer.step()` directly."
+    )
+    fix_safety = "No automatic fix: removing the reduction is right only for FSDP-managed parameters."
+    valid = (
+        Example(HEADER + "\nmodel = FSDP(Net())\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "optimizer.step()\n", title="FSDP: plain optimizer.step()"),
+        Example(HEADER + "\nmodel = Net().to('xla')\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "xm.optimizer_step(optimizer)\n", title="data-parallel training without FSDP"),
+        Example(HEADER + "\ndef step(optimizer):\n    xm.optimizer_step(optimizer)\n",
+                title="an optimizer from elsewhere: unknown, silent"),
+    )
+    invalid = (
+        Example(
+            HEADER + "import xla_compat\n\nmodel = FSDP(Net())\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nxla_compat.optimizer_step(optimizer)\n",
+            expect=((8, 1, "xla_compat.optimizer_step() all-reduces the gradients, but `optimizer` holds the "
+                           "parameters of the FSDP-wrapped `model` (line 6), which FSDP already reduce-scatters: "
+                           "they are reduced twice; call optimizer.step() directly"),),
+        ),
+        Example(
+            HEADER + "\ndef train(net, loader):\n    model = FSDP(net)\n"
+            "    opt = torch.optim.AdamW(model.parameters())\n    for batch in loader:\n"
+            "        model(batch).sum().backward()\n        xm.reduce_gradients(opt)\n        opt.step()\n",
+            expect=((10, 9, "xm.reduce_gradients() all-reduces the gradients, but `opt` holds the parameters "
+                            "of the FSDP-wrapped `model` (line 6), which FSDP already reduce-scatters: they are "
+                            "reduced twice; call optimizer.step() directly"),),
+            title="inside the training loop",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        if not flow.wraps:
+            return
+        for ref in ctx.model.references:
+            call = ref.call
+            spelled = REDUCERS.get(ref.qualname)
+            if spelled is None or call is None or not call.args:
+                continue
+            name = dotted(call.args[0])
+            build = flow.optimizer_named(name, call)
+            if build is None:
+                continue
+            for owner in build.params_of:
+                wrap = flow.wrapper_at(owner, build.call)
+                if wrap is not None and wrap.kind == "v1":
+                    yield self.diagnostic(ctx, call, (
+                        f"{spelled} all-reduces the gradients, but `{name}` holds the parameters of the "
+                        f"FSDP-wrapped `{owner}` (line {wrap.call.lineno}), which FSDP already reduce-scatters: "
+                        "they are reduced twice; call optimizer.step() directly"))
+                    break

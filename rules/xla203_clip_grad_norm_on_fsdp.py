@@ -1,0 +1,69 @@
+"""XLA203 clip-grad-norm-on-fsdp."""
+from typing import Iterator
+
+from flake8_xla.flow import dotted
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+HEADER = "import torch\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
+
+
+class ClipGradNormOnFsdp(Rule):
+    code = "XLA203"
+    name = "clip-grad-norm-on-fsdp"
+    summary = "torch.nn.utils.clip_grad_norm_ over an FSDP model's sharded parameters"
+    what_it_does = (
+        "Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is bound, in the "
+        "same function, to an `XlaFullyShardedDataParallel` wrapper."
+    )
+    why_bad = (
+        "Each rank holds only a shard of every gradient, so the generic utility computes a per-shard "
+        "norm and every rank clips by a different factor: the model diverges across ranks, silently. "
+        "The FSDP wrapper's own `clip_grad_norm_` all-reduces the norm first; it must be called on the "
+        "root (outermost) wrapper, on all ranks."
+    )
+    fix_safety = "No automatic fix yet: the method takes the same `max_norm` and `norm_type` but not the parameters."
+    valid = (
+        Example(HEADER + "\nmodel = FSDP(Net())\nloss = model(x).sum()\nloss.backward()\n"
+                "model.clip_grad_norm_(1.0)\n", title="the FSDP method on the root wrapper"),
+        Example(HEADER + "\nmodel = Net().to('xla')\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+                title="no FSDP"),
+    )
+    invalid = (
+        Example(
+            HEADER + "\nmodel = FSDP(Net())\nloss = model(x).sum()\nloss.backward()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+            expect=((7, 1, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
+                           "(line 4) clips each rank's gradient shard by its own norm; call "
+                           "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+        ),
+        Example(
+            HEADER + "from torch.nn.utils import clip_grad_norm_\n\ndef step(net, opt):\n"
+            "    model = FSDP(net)\n    model(x).sum().backward()\n"
+            "    clip_grad_norm_(model.parameters(), max_norm=0.5)\n    opt.step()\n",
+            expect=((8, 5, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
+                           "(line 6) clips each rank's gradient shard by its own norm; call "
+                           "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+            title="imported by name",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        if not flow.wraps:
+            return
+        for ref in ctx.model.references:
+            call = ref.call
+            if call is None or ref.qualname not in CLIPPERS or not call.args:
+                continue
+            params = call.args[0]
+            if type(params).__name__ != "Call" or dotted(params.func) is None or \
+                    not dotted(params.func).endswith(".parameters"):
+                continue
+            owner = dotted(params.func)[: -len(".parameters")]
+            wrap = flow.wrapper_at(owner, call)
+            if wrap is not None and wrap.kind == "v1":
+                yield self.diagnostic(ctx, call, (
+                    f"torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `{owner}` "
+                    f"(line {wrap.call.lineno}) clips each rank's gradient shard by its own norm; call "
+                    f"{owner}.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"))

@@ -1,0 +1,90 @@
+"""XLA210 native-auto-wrap-policy."""
+import ast
+from typing import Iterator, Optional
+
+from flake8_xla.flow import dotted
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+HEADER = ("import functools\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n")
+NATIVE_POLICIES = "torch.distributed.fsdp.wrap."
+PARTIAL = "functools.partial"
+
+
+class NativeAutoWrapPolicy(Rule):
+    code = "XLA210"
+    name = "native-auto-wrap-policy"
+    summary = "A torch.distributed.fsdp.wrap auto-wrap policy given to torch_xla's FSDP"
+    what_it_does = (
+        "Flags `auto_wrap_policy=` arguments of `XlaFullyShardedDataParallel` and FSDPv2 whose policy "
+        "comes from `torch.distributed.fsdp.wrap` (directly, through `functools.partial`, or through a "
+        "name bound to either in the same function)."
+    )
+    why_bad = (
+        "torch_xla's `recursive_wrap` calls the policy as `policy(module=, recurse=, unwrapped_params=)`; "
+        "PyTorch's policies take `nonwrapped_numel`, so wrapping fails with `TypeError: ... got an "
+        "unexpected keyword argument 'unwrapped_params'`. torch_xla ships its own policies with the same "
+        "names in `torch_xla.distributed.fsdp.wrap`."
+    )
+    fix_safety = "No automatic fix yet (the import must change too)."
+    valid = (
+        Example("import functools\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+                "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
+                "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
+                "model = FSDP(Net(), auto_wrap_policy=policy)\n", title="torch_xla's policy"),
+    )
+    invalid = (
+        Example(
+            HEADER + "from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
+            "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
+            "model = FSDP(Net(), auto_wrap_policy=policy)\n",
+            expect=((6, 22, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.transformer_auto_wrap_policy, "
+                            "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
+                            "argument 'unwrapped_params'); use "
+                            "torch_xla.distributed.fsdp.wrap.transformer_auto_wrap_policy"),),
+        ),
+        Example(
+            HEADER + "import torch.distributed.fsdp.wrap as wrap\n\n"
+            "model = FSDP(Net(), auto_wrap_policy=functools.partial(wrap.size_based_auto_wrap_policy, "
+            "min_num_params=1e6))\n",
+            expect=((5, 22, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.size_based_auto_wrap_policy, "
+                            "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
+                            "argument 'unwrapped_params'); use "
+                            "torch_xla.distributed.fsdp.wrap.size_based_auto_wrap_policy"),),
+            title="a module alias and an inline partial",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        if not flow.wraps:
+            return
+        qualnames = {id(r.node): r.qualname for r in ctx.model.references if not r.is_import}
+        for wrap in flow.wraps:
+            keyword = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
+            if keyword is None:
+                continue
+            native = _native_policy(keyword.value, qualnames, flow, wrap.call)
+            if native:
+                leaf = native.rsplit(".", 1)[-1]
+                yield self.diagnostic(ctx, keyword, (
+                    f"auto_wrap_policy comes from {native}, which torch_xla's FSDP calls with the wrong arguments "
+                    "(TypeError: unexpected keyword argument 'unwrapped_params'); use "
+                    f"torch_xla.distributed.fsdp.wrap.{leaf}"))
+
+
+def _native_policy(node: ast.AST, qualnames: dict, flow, at: ast.AST, depth: int = 0) -> Optional[str]:
+    """The torch.distributed.fsdp.wrap policy ``node`` evaluates to, when it is one."""
+    if depth > 3:
+        return None
+    if type(node) is ast.Call and qualnames.get(id(node.func)) == PARTIAL and node.args:
+        return _native_policy(node.args[0], qualnames, flow, at, depth + 1)
+    qualname = qualnames.get(id(node))
+    if qualname and qualname.startswith(NATIVE_POLICIES):
+        return qualname
+    name = dotted(node)
+    where = flow.position(at)
+    if name and where is not None and type(node) is ast.Name:
+        bound = [b for b in flow.bindings if b.name == name and b.at.scope is where.scope and b.at.order < where.order]
+        if bound:
+            return _native_policy(bound[-1].value, qualnames, flow, bound[-1].value, depth + 1)
+    return None
