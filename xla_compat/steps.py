@@ -5,6 +5,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _upstream as up
+from .fsdp_checks import check_not_fsdp_sharded
 from .runtime import sync, world_size
 
 
@@ -60,7 +61,15 @@ def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None, pin_la
 
     A replacement for ``xm.reduce_gradients`` (planned to become internal). With one process it
     does nothing; otherwise it all-reduces through XLA (``xm.all_reduce``), which is what
-    data-parallel training on XLA devices needs."""
+    data-parallel training on XLA devices needs. The runtime twin of XLA202: it raises
+    ``ValueError`` when the optimizer holds parameters sharded by ``XlaFullyShardedDataParallel``
+    (also in one process), because FSDP already reduce-scatters their gradients; with FSDP call
+    ``optimizer.step()`` directly."""
+    check_not_fsdp_sharded(optimizer, "reduce_gradients")
+    _reduce(optimizer, groups, pin_layout)
+
+
+def _reduce(optimizer, groups: Optional[List[List[int]]], pin_layout: bool) -> None:
     count = world_size()
     if count <= 1:
         return
@@ -73,8 +82,12 @@ def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None, pin_la
 def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[Dict[str, Any]] = None,
                    groups: Optional[List[List[int]]] = None, pin_layout: bool = True) -> Any:
     """``reduce_gradients`` + ``optimizer.step(**optimizer_args)`` (+ ``sync()`` when ``barrier``).
-    A replacement for ``xm.optimizer_step`` (planned for removal); returns what ``step`` returns."""
-    reduce_gradients(optimizer, groups=groups, pin_layout=pin_layout)
+    A replacement for ``xm.optimizer_step`` (planned for removal); returns what ``step`` returns.
+    The runtime twin of XLA202: like :func:`reduce_gradients` it raises ``ValueError``, before
+    stepping, when the optimizer holds parameters sharded by ``XlaFullyShardedDataParallel``, whose
+    gradients would be reduced twice; with FSDP call ``optimizer.step()`` directly."""
+    check_not_fsdp_sharded(optimizer, "optimizer_step")
+    _reduce(optimizer, groups, pin_layout)
     loss = optimizer.step(**(optimizer_args or {}))
     if barrier:
         sync()
