@@ -37,7 +37,7 @@ class NativeAutoWrapPolicy(Rule):
             HEADER + "from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
             "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
             "model = FSDP(Net(), auto_wrap_policy=policy)\n",
-            expect=((6, 22, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.transformer_auto_wrap_policy, "
+            expect=((6, 21, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.transformer_auto_wrap_policy, "
                             "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
                             "argument 'unwrapped_params'); use "
                             "torch_xla.distributed.fsdp.wrap.transformer_auto_wrap_policy"),),
@@ -46,7 +46,7 @@ class NativeAutoWrapPolicy(Rule):
             HEADER + "import torch.distributed.fsdp.wrap as wrap\n\n"
             "model = FSDP(Net(), auto_wrap_policy=functools.partial(wrap.size_based_auto_wrap_policy, "
             "min_num_params=1e6))\n",
-            expect=((5, 22, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.size_based_auto_wrap_policy, "
+            expect=((5, 21, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.size_based_auto_wrap_policy, "
                             "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
                             "argument 'unwrapped_params'); use "
                             "torch_xla.distributed.fsdp.wrap.size_based_auto_wrap_policy"),),

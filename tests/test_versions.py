@@ -32,7 +32,7 @@ TABLE = {
     XM + "xm.get_xla_supported_devices('TPU')": ("XLA103", "XLA103 XLA105", "XLA103 XLA105",
                                                  "XLA103 XLA105", "XLA103 XLA105"),
     XMP + "xmp.spawn(f, args=(), nprocs=8)": ("XLA103 XLA105",) * 5,
-    FSDPV2 + "FSDPv2(model, mesh)": (None, "XLA105", "XLA105", "XLA105", "XLA105"),
+    FSDPV2 + "FSDPv2(model, mesh)": ("XLA216", "XLA105 XLA216", "XLA105 XLA216", "XLA105 XLA216", "XLA105 XLA216"),
     FSDP + "FSDP(model, mark_step_on_finalization=True)": (None, None, None, "XLA105", "XLA105"),
     "import torch_xla.experimental.xla_sharding as xs": (None, "XLA104", "XLA104", "XLA104", "XLA104"),
     "import torch_xla.experimental.pjrt as pjrt": ("XLA104",) * 5,

@@ -1,0 +1,131 @@
+"""XLA204 fsdp-root-only-method."""
+import ast
+from typing import Dict, Iterator, List, Optional
+
+from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder, nested_in
+
+FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+ROOT_ONLY = ("clip_grad_norm_", "no_sync")
+
+
+class FsdpRootOnlyMethod(Rule):
+    code = "XLA204"
+    name = "fsdp-root-only-method"
+    summary = "clip_grad_norm_() or no_sync() called on an inner (nested) FSDP wrapper"
+    what_it_does = (
+        "Flags `x.clip_grad_norm_(...)` and `x.no_sync()` when `x` is bound to an "
+        "`XlaFullyShardedDataParallel` wrapper that, earlier in the same function, was nested into "
+        "another FSDP wrap: assigned onto the parent (`model.layer = FSDP(model.layer)` then "
+        "`model = FSDP(model)`), passed to its constructor (`FSDP(Net(inner))`), or stored on it."
+    )
+    why_bad = (
+        "Both methods work on the whole sharded model and assert that they run on the root instance: "
+        "`clip_grad_norm should only be called on the root (parent) instance` and `no_sync on inner "
+        "FSDP is not supported`. An inner wrapper only sees its own shard of the parameters. Before the "
+        "first forward pass `no_sync()` on an inner wrapper even passes, but marks it as a root, and the "
+        "real root's first forward then fails its assertion."
+    )
+    fix_safety = "No automatic fix: the call has to move to the outermost wrapper, which may have another name."
+    references = (
+        "https://github.com/pytorch/xla/blob/v2.9.0/torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py",
+    )
+    valid = (
+        Example(FSDP1 + "\nmodel = Net()\nmodel.layer = FSDP(model.layer)\nmodel = FSDP(model)\n"
+                "model(x).sum().backward()\nmodel.clip_grad_norm_(1.0)\n",
+                title="called on the root wrapper"),
+        Example(FSDP1 + "\ninner = FSDP(Block())\nwith inner.no_sync():\n    inner(x).sum().backward()\n",
+                title="a wrapper nobody nests is its own root"),
+        Example(FSDP1 + "\ndef train(model, block):\n    block = FSDP(block)\n    model = FSDP(model)\n"
+                "    block.clip_grad_norm_(1.0)\n",
+                title="not known to be nested: silent"),
+    )
+    invalid = (
+        Example(
+            FSDP1 + "\ninner = FSDP(Block())\nmodel = FSDP(Net(inner))\nmodel(x).sum().backward()\n"
+            "inner.clip_grad_norm_(1.0)\n",
+            expect=((6, 1, "clip_grad_norm_() on `inner`, an FSDP wrapper nested inside `model` (line 4): "
+                           "FSDP asserts that only the root instance calls it; call model.clip_grad_norm_() "
+                           "on the outermost wrapper"),),
+        ),
+        Example(
+            FSDP1 + "\ndef train(model, batches):\n    model.layer = FSDP(model.layer)\n    model = FSDP(model)\n"
+            "    with model.layer.no_sync():\n        model(batches[0]).sum().backward()\n",
+            expect=((6, 10, "no_sync() on `model.layer`, an FSDP wrapper nested inside `model` (line 5): FSDP "
+                            "asserts that only the root instance calls it; call model.no_sync() on the outermost "
+                            "wrapper"),),
+            title="an attribute wrapped in place before its parent",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        v1 = [w for w in flow.wraps if w.kind == "v1"]
+        if len(v1) < 2:
+            return
+        order = RunOrder()
+        parents: Dict[int, Wrap] = {}  # id(inner wrap call) -> the wrap it is nested into
+        for inner in v1:
+            outer = next((o for o in v1 if o is not inner and nested_in(flow, order, inner, o)), None)
+            if outer is not None:
+                parents[id(inner.call)] = outer
+        if not parents:
+            return
+        inner_by_name: Dict[str, List[Wrap]] = {}
+        for inner in v1:
+            if id(inner.call) in parents:
+                inner_by_name.setdefault(inner.target, []).append(inner)
+        for node in ast.walk(ctx.tree):
+            if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr not in ROOT_ONLY:
+                continue
+            name = dotted(node.func.value)
+            at = flow.position(node) if name in inner_by_name else None
+            if at is None:
+                continue
+            found = _nested_wrapper(flow, order, inner_by_name[name], parents, at)
+            if found is not None:
+                root = _root(parents, found)
+                where = f"`{root.target}`" if root.target else "another FSDP wrap"
+                fix = f"call {root.target}.{node.func.attr}()" if root.target else f"call {node.func.attr}()"
+                yield self.diagnostic(ctx, node, (
+                    f"{node.func.attr}() on `{name}`, an FSDP wrapper nested inside {where} (line "
+                    f"{root.call.lineno}): FSDP asserts that only the root instance calls it; {fix} on the "
+                    "outermost wrapper"))
+
+
+def _nested_wrapper(flow: FlowFacts, order: RunOrder, inners: List[Wrap], parents: Dict[int, Wrap],
+                    at: Position) -> Optional[Wrap]:
+    """The inner wrap the name still holds at ``at``, once its parent wrap has surely run."""
+    for inner in inners:
+        outer = parents[id(inner.call)]
+        if order.runs_before(outer.at, at) and _still_bound(flow, inner, at):
+            return inner
+    return None
+
+
+def _still_bound(flow: FlowFacts, inner: Wrap, at: Position) -> bool:
+    """``model.layer`` keeps reaching the inner wrapper while ``model`` is only rebound to a
+    wrapper of itself (FSDP forwards attribute access to the module it wraps)."""
+    scope, start, end = at.scope, inner.at.order, at.order
+    if flow.rebound_between(inner.target, scope, start, end):
+        return False
+    parts = inner.target.split(".")
+    for prefix in (".".join(parts[:i]) for i in range(1, len(parts))):
+        for binding in flow.bindings:
+            if binding.name == prefix and binding.at.scope is scope and start < binding.at.order < end and \
+                    not _wraps_itself(flow, binding.value, prefix):
+                return False
+    return True
+
+
+def _wraps_itself(flow: FlowFacts, value: ast.AST, name: str) -> bool:
+    return any(w.call is value and w.wrapped == name for w in flow.wraps)
+
+
+def _root(parents: Dict[int, Wrap], inner: Wrap) -> Wrap:
+    """The outermost wrap above ``inner`` (each parent comes later in the scope, so this ends)."""
+    outer = parents[id(inner.call)]
+    while id(outer.call) in parents:
+        outer = parents[id(outer.call)]
+    return outer

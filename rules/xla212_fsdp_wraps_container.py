@@ -1,0 +1,108 @@
+"""XLA212 fsdp-wraps-container."""
+import ast
+from typing import Dict, Iterator, Optional, Tuple
+
+from flake8_xla.flow import FlowFacts, Wrap
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder
+
+FSDP1 = "import torch.nn as nn\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+CONTAINERS = {
+    "torch.nn.ModuleList": "nn.ModuleList",
+    "torch.nn.ModuleDict": "nn.ModuleDict",
+    "torch.nn.modules.ModuleList": "nn.ModuleList",
+    "torch.nn.modules.ModuleDict": "nn.ModuleDict",
+    "torch.nn.modules.container.ModuleList": "nn.ModuleList",
+    "torch.nn.modules.container.ModuleDict": "nn.ModuleDict",
+}
+RAISES = "raises RuntimeError 'The module wrapped by FSDP *must define a `forward` method*...'"
+
+
+class FsdpWrapsContainer(Rule):
+    code = "XLA212"
+    name = "fsdp-wraps-container"
+    summary = "FSDP wrapping an nn.ModuleList or nn.ModuleDict, which has no forward()"
+    what_it_does = (
+        "Flags `XlaFullyShardedDataParallel(...)` and FSDPv2 (`SpmdFullyShardedDataParallel(...)`) whose "
+        "module is an `nn.ModuleList(...)` / `nn.ModuleDict(...)` call, or a name bound to one earlier in "
+        "the same function."
+    )
+    why_bad = (
+        "FSDP gathers the parameters in its wrapper's forward pass, so it requires a module whose own "
+        "`forward` runs them. Containers define none, and both wrappers refuse them: `RuntimeError: The "
+        "module wrapped by FSDP *must define a `forward` method and call it during the module's forward "
+        "pass for FSDP to work correctly.* Hence, do not wrap `nn.ModuleList` or `nn.ModuleDict` with "
+        "FSDP`. Calling the container's blocks one by one would bypass the wrapper anyway."
+    )
+    fix_safety = "No automatic fix: which modules to wrap instead is a design choice."
+    references = (
+        "https://github.com/pytorch/xla/blob/v2.9.0/torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py",
+        "https://github.com/pytorch/xla/blob/v2.9.0/torch_xla/experimental/spmd_fully_sharded_data_parallel.py",
+    )
+    valid = (
+        Example(FSDP1 + "\nblocks = nn.ModuleList([Block() for _ in range(4)])\n"
+                "for i, block in enumerate(blocks):\n    blocks[i] = FSDP(block)\n",
+                title="wrap each block of the list"),
+        Example(FSDP1 + "\nmodel = FSDP(nn.Sequential(Block(), Block()))\n",
+                title="nn.Sequential has a forward"),
+        Example(FSDP1 + "\nblocks = nn.ModuleList([Block()])\nblocks = Net(blocks)\nmodel = FSDP(blocks)\n",
+                title="the name was rebound to a real module"),
+    )
+    invalid = (
+        Example(
+            FSDP1 + "\nmodel = FSDP(nn.ModuleList([Block() for _ in range(4)]))\n",
+            expect=((4, 14, f"FSDP wraps an nn.ModuleList, which has no forward(): {RAISES}; wrap each block in "
+                            "it, or the module whose forward() calls them"),),
+        ),
+        Example(
+            FSDP1 + "\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.heads = nn.ModuleDict({'a': Head(), 'b': Head()})\n"
+            "        self.heads = FSDP(self.heads)\n",
+            expect=((8, 27, f"FSDP wraps `self.heads`, an nn.ModuleDict (line 7), which has no forward(): "
+                            f"{RAISES}; wrap each module in it, or the module whose forward() calls them"),),
+            title="through a name bound in the same function",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        if not flow.wraps:
+            return
+        containers = {id(r.call): CONTAINERS[r.qualname] for r in ctx.model.references
+                      if r.call is not None and r.qualname in CONTAINERS}
+        if not containers:
+            return
+        order = RunOrder()
+        for wrap in flow.wraps:
+            label = "FSDP" if wrap.kind == "v1" else "FSDPv2"
+            kind = containers.get(id(wrap.inner))
+            if kind is not None:
+                yield self.diagnostic(ctx, wrap.inner, (
+                    f"{label} wraps an {kind}, which has no forward(): {RAISES}; {_instead(kind)}"))
+                continue
+            bound = _bound_container(flow, order, wrap, containers)
+            if bound is not None:
+                kind, line = bound
+                yield self.diagnostic(ctx, wrap.inner, (
+                    f"{label} wraps `{wrap.wrapped}`, an {kind} (line {line}), which has no forward(): "
+                    f"{RAISES}; {_instead(kind)}"))
+
+
+def _instead(kind: str) -> str:
+    what = "block" if kind.endswith("List") else "module"
+    return f"wrap each {what} in it, or the module whose forward() calls them"
+
+
+def _bound_container(flow: FlowFacts, order: RunOrder, wrap: Wrap, containers: Dict[int, str]) \
+        -> Optional[Tuple[str, int]]:
+    """The container the wrapped name surely holds: its last binding before the wrap, which runs."""
+    if not wrap.wrapped:
+        return None
+    last = None
+    for binding in flow.bindings:  # sorted by statement order
+        if binding.name == wrap.wrapped and binding.at.scope is wrap.at.scope and binding.at.order < wrap.at.order:
+            last = binding
+    if last is None or not order.runs_before(last.at, wrap.at) or type(last.value) is not ast.Call:
+        return None
+    kind = containers.get(id(last.value))
+    return (kind, last.at.statement.lineno) if kind else None

@@ -1,0 +1,131 @@
+"""XLA222 fsdpv1-api-on-fsdpv2."""
+import ast
+from typing import Dict, Iterator, List, Optional
+
+from flake8_xla.flow import FSDP_V2, FlowFacts, Wrap, dotted
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.rules.xla216_fsdpv2_without_spmd import FSDP2, SPMD
+
+CONSOLIDATE = frozenset({"torch_xla.distributed.fsdp.consolidate_sharded_model_checkpoints",
+                         "torch_xla.distributed.fsdp.state_dict_utils.consolidate_sharded_model_checkpoints"})
+CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
+                     "from torch_xla.experimental.distributed_checkpoint")
+# FSDPv1 method -> what to do under FSDPv2 instead ({0} is the wrapper's name)
+METHODS = {
+    "clip_grad_norm_": "use torch.nn.utils.clip_grad_norm_({0}.parameters(), max_norm): under SPMD the parameters "
+                       "are global tensors",
+    "get_shard_metadata": "FSDPv2 writes no per-rank shard files; " + CHECKPOINT_ADVICE,
+    "no_sync": "drop it: SPMD has no separate gradient reduction to skip, so run backward on each micro-batch "
+               "before optimizer.step()",
+}
+HEADER = FSDP2 + SPMD + "import torch\n\nxr.use_spmd()\nmesh = xs.get_1d_mesh('fsdp')\n"
+
+
+class FsdpV1ApiOnFsdpV2(Rule):
+    code = "XLA222"
+    name = "fsdpv1-api-on-fsdpv2"
+    summary = "An FSDPv1-only method or checkpoint helper used with FSDPv2"
+    what_it_does = (
+        "Flags `.clip_grad_norm_(...)`, `.get_shard_metadata()` and `.no_sync()` called on a name "
+        "bound to an `SpmdFullyShardedDataParallel` wrapper (in the same function, or a `self.` "
+        "attribute that the class's methods only ever end up assigning an FSDPv2 wrapper), and "
+        "`consolidate_sharded_model_checkpoints(...)` in a file whose only FSDP wrapper is FSDPv2. "
+        "Files that define a method of the same name stay silent: the wrapped module may provide it."
+    )
+    why_bad = (
+        "These belong to `XlaFullyShardedDataParallel`. FSDPv2 defines none of them and forwards "
+        "unknown attributes to the wrapped module, so the call raises `AttributeError: '<Model>' "
+        "object has no attribute ...`. FSDPv2 keeps global (SPMD-sharded) tensors, so the plain "
+        "PyTorch utilities and distributed checkpointing take their place."
+    )
+    fix_safety = "No automatic fix: the replacements take different arguments."
+    references = ("https://github.com/pytorch/xla/blob/v2.9.0/docs/source/perf/spmd_distributed_checkpoint.md",)
+    valid = (
+        Example(HEADER + "model = FSDPv2(Net(), mesh=mesh)\nmodel(x).sum().backward()\n"
+                "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+                title="the PyTorch utility under SPMD"),
+        Example("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
+                "model = FSDP(Net())\nmodel.clip_grad_norm_(1.0)\n", title="FSDPv1 has the method"),
+        Example(HEADER + "class Net(torch.nn.Module):\n    def clip_grad_norm_(self, max_norm):\n        pass\n\n"
+                "model = FSDPv2(Net(), mesh=mesh)\nmodel.clip_grad_norm_(1.0)\n",
+                title="the wrapped module defines it"),
+    )
+    invalid = (
+        Example(
+            HEADER + "model = FSDPv2(Net(), mesh=mesh)\nmodel(x).sum().backward()\nmodel.clip_grad_norm_(1.0)\n",
+            expect=((12, 1, "model.clip_grad_norm_() on the FSDPv2 wrapper `model` (line 10): "
+                            "SpmdFullyShardedDataParallel has no clip_grad_norm_ (an FSDPv1 method), so this "
+                            "raises AttributeError; use torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                            "max_norm): under SPMD the parameters are global tensors"),),
+        ),
+        Example(
+            HEADER + "class Trainer:\n    def __init__(self):\n        self.model = FSDPv2(Net(), mesh=mesh)\n\n"
+            "    def step(self, batches):\n        with self.model.no_sync():\n"
+            "            self.model(batches[0]).sum().backward()\n",
+            expect=((15, 14, "self.model.no_sync() on the FSDPv2 wrapper `self.model` (line 12): "
+                             "SpmdFullyShardedDataParallel has no no_sync (an FSDPv1 method), so this raises "
+                             "AttributeError; drop it: SPMD has no separate gradient reduction to skip, so run "
+                             "backward on each micro-batch before optimizer.step()"),),
+            title="a trainer attribute",
+        ),
+        Example(
+            HEADER + "from torch_xla.distributed.fsdp import consolidate_sharded_model_checkpoints\n\n"
+            "model = FSDPv2(Net(), mesh=mesh)\nconsolidate_sharded_model_checkpoints('ckpt/', '_rank-*-of-*.pth')\n",
+            expect=((13, 1, "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files "
+                            "of FSDPv1, which FSDPv2 never writes; " + CHECKPOINT_ADVICE),),
+            title="FSDPv1 checkpoint consolidation",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        flow = ctx.flow
+        if not flow.fsdp_refs or not any(wrap.kind == "v2" for wrap in flow.wraps):
+            return
+        if all(ref.qualname in FSDP_V2 for ref in flow.fsdp_refs):
+            for ref in ctx.model.references:
+                if ref.call is not None and ref.qualname in CONSOLIDATE:
+                    yield self.diagnostic(ctx, ref.call, (
+                        "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files of "
+                        "FSDPv1, which FSDPv2 never writes; " + CHECKPOINT_ADVICE))
+        calls: List[ast.Call] = []
+        defined = set()
+        class_of: Dict[int, ast.ClassDef] = {}  # id(method) -> its class
+        for node in ast.walk(ctx.tree):
+            kind = type(node)
+            if kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in METHODS:
+                calls.append(node)
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+                defined.add(node.name)
+            elif kind is ast.ClassDef:
+                class_of.update((id(stmt), node) for stmt in node.body)
+        for call in calls:
+            method = call.func.attr
+            name = dotted(call.func.value)
+            if method in defined or name is None:
+                continue
+            wrap = flow.wrapper_at(name, call) or _attribute_wrap(flow, name, call, class_of)
+            if wrap is not None and wrap.kind == "v2":
+                yield self.diagnostic(ctx, call, (
+                    f"{name}.{method}() on the FSDPv2 wrapper `{name}` (line {wrap.call.lineno}): "
+                    f"SpmdFullyShardedDataParallel has no {method} (an FSDPv1 method), so this raises "
+                    f"AttributeError; {METHODS[method].format(name)}"))
+
+
+def _attribute_wrap(flow: FlowFacts, name: str, call: ast.Call, class_of: Dict[int, ast.ClassDef]) -> Optional[Wrap]:
+    """The FSDPv2 wrap held by ``self.<attr>`` when every method of the class that assigns the
+    attribute ends up assigning that wrapper (e.g. built in ``__init__``, used in ``step``)."""
+    at = flow.position(call)
+    if at is None or not name.startswith("self.") or id(at.scope) not in class_of:
+        return None
+    methods = {id(stmt) for stmt in class_of[id(at.scope)].body}
+    last: Dict[int, ast.AST] = {}  # id(method) -> value of its last assignment to the attribute
+    for binding in flow.bindings:  # in statement order
+        if binding.name == name and id(binding.at.scope) in methods:
+            if binding.at.scope is at.scope and binding.at.order < at.order:
+                return None  # assigned in this method before the call: flow.wrapper_at's case
+            last[id(binding.at.scope)] = binding.value
+    wraps = {id(wrap.call): wrap for wrap in flow.wraps}
+    found = [wraps.get(id(value)) for value in last.values()]
+    if not found or None in found or len({id(w.call) for w in found if w}) != 1:
+        return None
+    return found[0]
