@@ -6,14 +6,15 @@ ImportError naming the install command when torch_xla is missing.
 from .checkpoint import atomic_save, consolidate_sharded, save, save_sharded, shard_path
 from .collectives import all_gather_object, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
 from .fsdp_checks import check_fsdp_optimizer, is_fsdp_parameter
+from .graph_watch import GraphReport, GraphWarning, GraphWatch, watch_steps
 from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal, launch,
                       local_ordinal, manual_seed, real_devices, spmd, sync, world_size)
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
 
 __all__ = [
-    "RateTracker", "add_step_closure", "all_gather_object", "atomic_save", "check_fsdp_optimizer", "compile",
-    "consolidate_sharded", "device", "device_hw", "device_type", "devices", "do_on_ordinals", "get_rng_state",
-    "global_ordinal", "is_fsdp_parameter", "launch", "local_ordinal", "manual_seed", "mesh_reduce", "optimizer_step",
-    "real_devices", "reduce_gradients", "rendezvous", "save", "save_sharded", "shard_path", "spmd", "sync", "to_cpu",
-    "world_size",
+    "GraphReport", "GraphWarning", "GraphWatch", "RateTracker", "add_step_closure", "all_gather_object", "atomic_save",
+    "check_fsdp_optimizer", "compile", "consolidate_sharded", "device", "device_hw", "device_type", "devices",
+    "do_on_ordinals", "get_rng_state", "global_ordinal", "is_fsdp_parameter", "launch", "local_ordinal", "manual_seed",
+    "mesh_reduce", "optimizer_step", "real_devices", "reduce_gradients", "rendezvous", "save", "save_sharded",
+    "shard_path", "spmd", "sync", "to_cpu", "watch_steps", "world_size",
 ]
