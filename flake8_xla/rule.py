@@ -58,10 +58,18 @@ class FileContext:
 
     @functools.cached_property
     def flow(self):
-        """FSDP flow facts (empty unless the file uses an FSDP wrapper)."""
+        """Flow facts (statement order, wraps, optimizers, bindings), built lazily on first use."""
         from .flow import FlowFacts
 
         return FlowFacts(self.tree, self.model.references)
+
+    @functools.cached_property
+    def pattern_matches(self):
+        """Matches of the ast-grep pattern rules (one parse and one walk for all of them)."""
+        from .engine import all_rules
+        from .patterns import PatternRule, PatternRun
+
+        return PatternRun(self, [r for r in all_rules() if isinstance(r, PatternRule)])
 
     def column(self, node: ast.AST) -> Tuple[int, int]:
         """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""

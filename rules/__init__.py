@@ -1,6 +1,6 @@
-"""flake8-xla's rules: one module per code (``xla101_removed_api.py`` holds XLA101
-``removed-api``), plus the declarative rule data (YAML) beside them. Every module named
-``xla<NNN>_<name>.py`` is a rule unit; RULES lists their Rule classes in code order."""
+"""flake8-xla's rules: one unit per code. ``xla101_removed_api.py`` holds XLA101 ``removed-api``
+(a Python rule); ``xla301_dynamic_shape_op.yml`` holds XLA301 ``dynamic-shape-op`` (an ast-grep
+pattern rule, see flake8_xla/patterns.py). RULES lists them all in code order."""
 import importlib
 import pkgutil
 import re
@@ -18,6 +18,9 @@ def _discover() -> tuple:
             found.extend(obj for obj in vars(module).values()
                          if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__
                          and getattr(obj, "code", None))
+    from flake8_xla.patterns import pattern_rules
+
+    found.extend(pattern_rules(__path__[0]))
     return tuple(sorted(found, key=lambda cls: cls.code))
 
 

@@ -2,12 +2,10 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.flow import FlowFacts, OptimizerBuild
+from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.flow import FlowFacts, OptimizerBuild, Position
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-
-FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
-FSDP2 = ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
-         "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n")
 
 
 class OptimizerBeforeFsdpWrap(Rule):
@@ -92,9 +90,9 @@ class OptimizerBeforeFsdpWrap(Rule):
             for wrap in flow.wraps:
                 if wrap.at.scope is not scope or wrap.wrapped != name:
                     continue
-                if wrap.kind == "v2" and _on_device_before(flow, name, scope, order):
+                if wrap.kind == "v2" and _on_device_before(flow, name, optimizer.at):
                     continue
-                label = "FSDP" if wrap.kind == "v1" else "FSDPv2"
+                label = wrap.label
                 where = f"(line {wrap.call.lineno})"
                 if wrap.at.order > order and not flow.rebound_between(name, scope, order, wrap.at.order):
                     cpu = " while the model is on the CPU" if wrap.kind == "v2" else ""
@@ -112,14 +110,12 @@ class OptimizerBeforeFsdpWrap(Rule):
         return None
 
 
-def _on_device_before(flow: FlowFacts, name: str, scope, order: int) -> bool:
+def _on_device_before(flow: FlowFacts, name: str, at: Position) -> bool:
     """Whether ``name`` was moved with ``.to(...)`` (or created by an expression ending in one)
-    in ``scope`` before statement ``order``."""
-    for binding in flow.bindings:
-        if binding.at.scope is scope and binding.at.order < order and binding.name == name and \
-                _calls_to(binding.value):
-            return True
-    return any(m.at.scope is scope and m.at.order < order and m.name == name for m in flow.moves)
+    in the scope of ``at``, before it."""
+    if any(_calls_to(binding.value) for binding in flow.bindings_before(name, at)):
+        return True
+    return any(m.at.scope is at.scope and m.at.order < at.order and m.name == name for m in flow.moves)
 
 
 def _calls_to(node: ast.AST) -> bool:

@@ -1,11 +1,11 @@
 """XLA202 gradient-reduction-with-fsdp."""
 from typing import Iterator
 
+from flake8_xla.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
 from flake8_xla.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
-HEADER = "import torch\nimport torch_xla.core.xla_model as xm\n" + FSDP1
+HEADER = "import torch\n" + EXAMPLE_XM + EXAMPLE_FSDP
 
 # calls that all-reduce an optimizer's gradients across replicas
 REDUCERS = {

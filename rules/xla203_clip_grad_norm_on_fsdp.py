@@ -1,10 +1,11 @@
 """XLA203 clip-grad-norm-on-fsdp."""
 from typing import Iterator
 
+from flake8_xla.fsdp import EXAMPLE_FSDP
 from flake8_xla.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-HEADER = "import torch\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+HEADER = "import torch\n" + EXAMPLE_FSDP
 CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
 
 

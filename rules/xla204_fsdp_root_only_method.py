@@ -2,11 +2,10 @@
 import ast
 from typing import Dict, Iterator, List, Optional
 
-from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
+from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.flow import FlowFacts, Position, Wrap, dotted, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder, nested_in
 
-FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
 ROOT_ONLY = ("clip_grad_norm_", "no_sync")
 
 
@@ -64,10 +63,9 @@ class FsdpRootOnlyMethod(Rule):
         v1 = [w for w in flow.wraps if w.kind == "v1"]
         if len(v1) < 2:
             return
-        order = RunOrder()
         parents: Dict[int, Wrap] = {}  # id(inner wrap call) -> the wrap it is nested into
         for inner in v1:
-            outer = next((o for o in v1 if o is not inner and nested_in(flow, order, inner, o)), None)
+            outer = next((o for o in v1 if o is not inner and flow.nested_in(inner, o)), None)
             if outer is not None:
                 parents[id(inner.call)] = outer
         if not parents:
@@ -83,7 +81,7 @@ class FsdpRootOnlyMethod(Rule):
             at = flow.position(node) if name in inner_by_name else None
             if at is None:
                 continue
-            found = _nested_wrapper(flow, order, inner_by_name[name], parents, at)
+            found = _nested_wrapper(flow, inner_by_name[name], parents, at)
             if found is not None:
                 root = _root(parents, found)
                 where = f"`{root.target}`" if root.target else "another FSDP wrap"
@@ -94,12 +92,11 @@ class FsdpRootOnlyMethod(Rule):
                     "outermost wrapper"))
 
 
-def _nested_wrapper(flow: FlowFacts, order: RunOrder, inners: List[Wrap], parents: Dict[int, Wrap],
-                    at: Position) -> Optional[Wrap]:
+def _nested_wrapper(flow: FlowFacts, inners: List[Wrap], parents: Dict[int, Wrap], at: Position) -> Optional[Wrap]:
     """The inner wrap the name still holds at ``at``, once its parent wrap has surely run."""
     for inner in inners:
         outer = parents[id(inner.call)]
-        if order.runs_before(outer.at, at) and _still_bound(flow, inner, at):
+        if flow.runs_before(outer.at, at) and _still_bound(flow, inner, at):
             return inner
     return None
 
@@ -110,12 +107,10 @@ def _still_bound(flow: FlowFacts, inner: Wrap, at: Position) -> bool:
     scope, start, end = at.scope, inner.at.order, at.order
     if flow.rebound_between(inner.target, scope, start, end):
         return False
-    parts = inner.target.split(".")
-    for prefix in (".".join(parts[:i]) for i in range(1, len(parts))):
-        for binding in flow.bindings:
-            if binding.name == prefix and binding.at.scope is scope and start < binding.at.order < end and \
-                    not _wraps_itself(flow, binding.value, prefix):
-                return False
+    for prefix in prefixes(inner.target):
+        if any(not _wraps_itself(flow, binding.value, prefix)
+               for binding in flow.bindings_between(prefix, scope, start, end)):
+            return False
     return True
 
 

@@ -1,9 +1,11 @@
 """XLA206 fsdp-shared-shard-path."""
 from typing import Iterator
 
+from flake8_xla.fsdp import EXAMPLE_CHECKPOINT as HEADER
+from flake8_xla.fsdp import EXAMPLE_XM as XM
+from flake8_xla.fsdp import SAME, SAVES, checkpoint_facts, has_fsdp_v1
+from flake8_xla.flow import is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-
-from .xla205_fsdp_master_only_save import HEADER, SAME, SAVES, XM, checkpoint_facts, has_fsdp_v1, is_constant
 
 
 class FsdpSharedShardPath(Rule):

@@ -2,11 +2,11 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.flow import dotted
+from flake8_xla.fsdp import EXAMPLE_CHECKPOINT as HEADER
+from flake8_xla.fsdp import EXAMPLE_XM as XM
+from flake8_xla.fsdp import RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts, has_fsdp_v1
+from flake8_xla.flow import dotted, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-
-from .xla205_fsdp_master_only_save import (HEADER, RANK, SAVES, TORCH_SAVE, XM, CheckpointFacts, FsdpState, Save,
-                                           checkpoint_facts, has_fsdp_v1, is_constant)
 
 
 class FsdpMissingShardMetadata(Rule):
@@ -117,12 +117,12 @@ def _per_rank(facts: CheckpointFacts, save: Save) -> bool:
 
 def _without_metadata(facts: CheckpointFacts, data: Optional[ast.AST]) -> Optional[Tuple[FsdpState, bool]]:
     """(the FSDP state, whether it is the bare state dict) when ``data`` surely lacks the metadata."""
-    checkpoint = data
+    checkpoint, flow = data, facts.flow
     if dotted(data) is not None:
-        binding = facts.binding_of(data)
-        at = facts.flow.position(data)
+        binding = flow.binding_of(data)
+        at = flow.position(data)
         # a dict changed after it was built (``ckpt["shard_metadata"] = ...``) is not what we see
-        if binding is None or at is None or facts.occurs_between(binding.name, at.scope, binding.at.order, at.order):
+        if binding is None or at is None or flow.occurs_between(binding.name, at.scope, binding.at.order, at.order):
             return None
         checkpoint = binding.value
     if type(checkpoint) is ast.Call and type(checkpoint.func) is ast.Attribute and \
@@ -156,7 +156,7 @@ def _mentions_metadata(facts: CheckpointFacts, checkpoint: ast.AST) -> bool:
             continue
         if "meta" in text.lower():
             return True
-        value = facts.value_of(node) if type(node) is ast.Name else None
+        value = facts.flow.value_of(node) if type(node) is ast.Name else None
         if value is not None and any(type(n) is ast.Attribute and n.attr == "get_shard_metadata"
                                      for n in ast.walk(value)):
             return True

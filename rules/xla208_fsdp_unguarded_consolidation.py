@@ -1,36 +1,25 @@
 """XLA208 fsdp-unguarded-consolidation."""
 import ast
 import builtins
-import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-from flake8_xla.flow import FSDP_V1, dotted
+from flake8_xla.fsdp import EXAMPLE_XM as XM
+from flake8_xla.fsdp import EXAMPLE_XR as XR
+from flake8_xla.fsdp import CONSOLIDATE, LAUNCH, MASTER_WORD, PARTIAL, SPAWN
+from flake8_xla.flow import FSDP_V1, FlowFacts, argument, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.semantic import Reference
 
-CONSOLIDATORS = frozenset({
-    "torch_xla.distributed.fsdp.consolidate_sharded_model_checkpoints",
-    "torch_xla.distributed.fsdp.state_dict_utils.consolidate_sharded_model_checkpoints",
-    "xla_compat.consolidate_sharded",
-    "xla_compat.checkpoint.consolidate_sharded",
-})
+CONSOLIDATORS = CONSOLIDATE | {"xla_compat.consolidate_sharded", "xla_compat.checkpoint.consolidate_sharded"}
 # start ``fn(index, ...)`` once per process
-LAUNCHERS = frozenset({
-    "torch_xla.launch", "torch_xla.torch_xla.launch", "torch_xla.distributed.xla_multiprocessing.spawn",
-    "xla_compat.launch", "xla_compat.runtime.launch", "torch.multiprocessing.spawn",
-})
-PARTIAL = "functools.partial"
-# a test that speaks of these may select one process
-_MASTER_WORD = re.compile(r"(?i)master|main|rank|ordinal|process_index|process_zero|leader|chief|should_save")
+LAUNCHERS = LAUNCH | SPAWN | {"torch.multiprocessing.spawn"}
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 HEADER = ("import torch_xla\nimport xla_compat\nfrom torch_xla.distributed.fsdp import (\n"
           "    XlaFullyShardedDataParallel as FSDP,\n    consolidate_sharded_model_checkpoints,\n)\n")
-XM = "import torch_xla.core.xla_model as xm\n"
-XR = "import torch_xla.runtime as xr\n"
 SAVE = "    xla_compat.save_sharded(model, '/tmp/ckpt')\n"
-CONSOLIDATE = "consolidate_sharded_model_checkpoints(ckpt_prefix='/tmp/{}', ckpt_suffix='_rank-*-of-*.pth')\n"
+CONSOLIDATE_CALL = "consolidate_sharded_model_checkpoints(ckpt_prefix='/tmp/{}', ckpt_suffix='_rank-*-of-*.pth')\n"
 
 
 class FsdpUnguardedConsolidation(Rule):
@@ -57,7 +46,7 @@ class FsdpUnguardedConsolidation(Rule):
     valid = (
         Example(HEADER + XR + "\ndef _mp_fn(index):\n    model = FSDP(Net())\n" + SAVE +
                 "    if xr.global_ordinal() == 0:\n"
-                "        " + CONSOLIDATE.format("ckpt") +
+                "        " + CONSOLIDATE_CALL.format("ckpt") +
                 "    xla_compat.rendezvous('ckpt_consolidation')\n\n"
                 "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
                 title="on the master only, after the shards are written"),
@@ -66,7 +55,7 @@ class FsdpUnguardedConsolidation(Rule):
                 "    ckpt_path = f'/tmp/mnist_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'\n"
                 "    xm.save(ckpt, ckpt_path, master_only=False)\n    xm.rendezvous('ckpt_consolidation')\n"
                 "    if xm.is_master_ordinal(local=False):\n"
-                "        " + CONSOLIDATE.format("mnist"),
+                "        " + CONSOLIDATE_CALL.format("mnist"),
                 title="the reference pattern (torch_xla's MNIST FSDP test)"),
         Example(HEADER + "\ndef _mp_fn(index):\n    model = FSDP(Net())\n" + SAVE +
                 "    if index != 0:\n        return\n"
@@ -150,13 +139,13 @@ class _EveryRank:
         self.reasons: Dict[int, str] = {}
         self.launching: Set[int] = set()  # functions (or the module) that start the processes: the parent
         self._locals: Dict[int, Dict[str, List[Optional[ast.AST]]]] = {}
-        refs = {id(r.node): r for r in ctx.model.references if not r.is_import}
+        self.flow = ctx.flow
         for ref in ctx.model.references:
-            if ref.qualname in FSDP_V1 and not ref.is_import and _builds(ref, refs):
+            if ref.qualname in FSDP_V1 and not ref.is_import and _builds(ref, self.flow):
                 self._mark_builder(ref.node)
         for ref in ctx.model.references:
             if ref.qualname in LAUNCHERS and ref.call is not None:
-                self._mark_launched(ref, refs)
+                self._mark_launched(ref)
         for owner in self.launching:  # code around a launch runs once, in the parent process
             self.reasons.pop(owner, None)
         self._propagate()
@@ -180,11 +169,11 @@ class _EveryRank:
             self.reasons.setdefault(id(owner), f"`{owner.name}` builds FSDP, line {node.lineno}")
             owner = self.owner(owner)
 
-    def _mark_launched(self, ref: Reference, refs: Dict[int, Reference]) -> None:
+    def _mark_launched(self, ref: Reference) -> None:
         call = ref.call
         self.launching.add(id(self.owner(call)))
         target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "fn"), None)
-        if type(target) is ast.Call and _qualname(target.func, refs) == PARTIAL and target.args:
+        if type(target) is ast.Call and self.flow.qualname(target.func) == PARTIAL and target.args:
             target = target.args[0]
         if type(target) is not ast.Name:
             return
@@ -246,7 +235,7 @@ class _EveryRank:
             node = stack.pop()
             if type(node) in (ast.Name, ast.Attribute) and dotted(node) is not None:
                 text = dotted(node)
-                if _MASTER_WORD.search(text):
+                if MASTER_WORD.search(text):
                     return True
                 if type(node) is ast.Name and self._may_hold_rank(node.id, owner):
                     return True
@@ -262,7 +251,7 @@ class _EveryRank:
         values = self._assigned(owner).get(name)
         if values is None:  # a parameter or a global: unknown
             return True
-        return any(v is None or any(type(n) in (ast.Name, ast.Attribute) and _MASTER_WORD.search(dotted(n) or "")
+        return any(v is None or any(type(n) in (ast.Name, ast.Attribute) and MASTER_WORD.search(dotted(n) or "")
                                     for n in ast.walk(v)) for v in values)
 
     def _assigned(self, owner: ast.AST) -> Dict[str, List[Optional[ast.AST]]]:
@@ -279,18 +268,13 @@ class _EveryRank:
         return found
 
 
-def _builds(ref: Reference, refs: Dict[int, Reference]) -> bool:
+def _builds(ref: Reference, flow: FlowFacts) -> bool:
     """``FSDP(...)`` or ``functools.partial(FSDP, ...)``, not ``isinstance(m, FSDP)``."""
     if ref.call is not None:
         return True
     parent = ref.parent
     return type(parent) is ast.Call and bool(parent.args) and parent.args[0] is ref.node and \
-        _qualname(parent.func, refs) == PARTIAL
-
-
-def _qualname(node: ast.AST, refs: Dict[int, Reference]) -> Optional[str]:
-    ref = refs.get(id(node))
-    return ref.qualname if ref is not None else None
+        flow.qualname(parent.func) == PARTIAL
 
 
 def _writes(ref: Reference) -> bool:
@@ -299,9 +283,7 @@ def _writes(ref: Reference) -> bool:
     call = ref.call
     if ref.qualname.startswith("xla_compat."):
         return len(call.args) > 2 or any(k.arg in ("save_path", None) for k in call.keywords)
-    save_model = next((k.value for k in call.keywords if k.arg == "save_model"), None)
-    if save_model is None and len(call.args) > 3:
-        save_model = call.args[3]
+    save_model = argument(call, 3, "save_model")
     return not (type(save_model) is ast.Constant and not save_model.value)
 
 

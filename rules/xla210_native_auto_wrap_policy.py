@@ -2,12 +2,12 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.flow import dotted
+from flake8_xla.fsdp import EXAMPLE_FSDP, PARTIAL
+from flake8_xla.flow import FlowFacts, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-HEADER = ("import functools\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n")
+HEADER = "import functools\n" + EXAMPLE_FSDP
 NATIVE_POLICIES = "torch.distributed.fsdp.wrap."
-PARTIAL = "functools.partial"
 
 
 class NativeAutoWrapPolicy(Rule):
@@ -27,8 +27,7 @@ class NativeAutoWrapPolicy(Rule):
     )
     fix_safety = "No automatic fix yet (the import must change too)."
     valid = (
-        Example("import functools\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
-                "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
+        Example(HEADER + "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
                 "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
                 "model = FSDP(Net(), auto_wrap_policy=policy)\n", title="torch_xla's policy"),
     )
@@ -58,12 +57,11 @@ class NativeAutoWrapPolicy(Rule):
         flow = ctx.flow
         if not flow.wraps:
             return
-        qualnames = {id(r.node): r.qualname for r in ctx.model.references if not r.is_import}
         for wrap in flow.wraps:
             keyword = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
             if keyword is None:
                 continue
-            native = _native_policy(keyword.value, qualnames, flow, wrap.call)
+            native = _native_policy(keyword.value, flow, wrap.call)
             if native:
                 leaf = native.rsplit(".", 1)[-1]
                 yield self.diagnostic(ctx, keyword, (
@@ -72,19 +70,19 @@ class NativeAutoWrapPolicy(Rule):
                     f"torch_xla.distributed.fsdp.wrap.{leaf}"))
 
 
-def _native_policy(node: ast.AST, qualnames: dict, flow, at: ast.AST, depth: int = 0) -> Optional[str]:
+def _native_policy(node: ast.AST, flow: FlowFacts, at: ast.AST, depth: int = 0) -> Optional[str]:
     """The torch.distributed.fsdp.wrap policy ``node`` evaluates to, when it is one."""
     if depth > 3:
         return None
-    if type(node) is ast.Call and qualnames.get(id(node.func)) == PARTIAL and node.args:
-        return _native_policy(node.args[0], qualnames, flow, at, depth + 1)
-    qualname = qualnames.get(id(node))
+    if type(node) is ast.Call and flow.qualname(node.func) == PARTIAL and node.args:
+        return _native_policy(node.args[0], flow, at, depth + 1)
+    qualname = flow.qualname(node)
     if qualname and qualname.startswith(NATIVE_POLICIES):
         return qualname
     name = dotted(node)
     where = flow.position(at)
     if name and where is not None and type(node) is ast.Name:
-        bound = [b for b in flow.bindings if b.name == name and b.at.scope is where.scope and b.at.order < where.order]
+        bound = flow.bindings_before(name, where)
         if bound:
-            return _native_policy(bound[-1].value, qualnames, flow, bound[-1].value, depth + 1)
+            return _native_policy(bound[-1].value, flow, bound[-1].value, depth + 1)
     return None

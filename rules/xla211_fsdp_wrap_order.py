@@ -1,16 +1,11 @@
-"""XLA211 fsdp-wrap-order.
-
-Also home of the wrapping-structure helpers the other FSDP structure rules (XLA204, XLA212,
-XLA213, XLA215) share: which statement surely runs before another, and which wrapper ends up
-nested inside which other wrap. Candidates for flake8_xla/flow.py.
-"""
+"""XLA211 fsdp-wrap-order."""
 import ast
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
-from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
+from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.flow import FlowFacts, Wrap, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"
 ALREADY_WRAPPED = "RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'"
 
@@ -88,11 +83,10 @@ class FsdpWrapOrder(Rule):
         flow = ctx.flow
         if not flow.wraps:
             return
-        order = RunOrder()
         by_call = {id(w.call): w for w in flow.wraps}
         for wrap in flow.wraps:
-            found = (_double_wrap(flow, order, wrap, by_call) or _late_inner_wrap(flow, order, wrap)
-                     or _manual_under_auto_wrap(flow, order, wrap, by_call))
+            found = (_double_wrap(flow, wrap, by_call) or _late_inner_wrap(flow, wrap)
+                     or _manual_under_auto_wrap(flow, wrap, by_call))
             if found:
                 node, message = found
                 yield self.diagnostic(ctx, node, message)
@@ -101,41 +95,37 @@ class FsdpWrapOrder(Rule):
 Finding = Optional[Tuple[ast.AST, str]]
 
 
-def _label(wrap: Wrap) -> str:
-    return "FSDP" if wrap.kind == "v1" else "FSDPv2"
-
-
-def _double_wrap(flow: FlowFacts, order: "RunOrder", wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
+def _double_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
     tail = "wrap each module once, inner modules first, then the parent"
     inner = by_call.get(id(wrap.inner))
     if inner is not None and inner.kind == wrap.kind:
-        return wrap.call, (f"{_label(wrap)} wraps a module that is already an {_label(wrap)} wrapper: raises "
+        return wrap.call, (f"{wrap.label} wraps a module that is already an {wrap.label} wrapper: raises "
                            f"{ALREADY_WRAPPED}; {tail}")
     earlier = flow.wrapped_names(wrap.at.scope, wrap.at.order).get(wrap.wrapped or "")
-    if earlier is not None and earlier.kind == wrap.kind and order.runs_before(earlier.at, wrap.at):
-        return wrap.call, (f"{_label(wrap)} wraps `{wrap.wrapped}`, which is already an {_label(wrap)} wrapper "
+    if earlier is not None and earlier.kind == wrap.kind and flow.runs_before(earlier.at, wrap.at):
+        return wrap.call, (f"{wrap.label} wraps `{wrap.wrapped}`, which is already an {wrap.label} wrapper "
                            f"(line {earlier.call.lineno}): raises {ALREADY_WRAPPED}; {tail}")
     return None
 
 
-def _late_inner_wrap(flow: FlowFacts, order: "RunOrder", wrap: Wrap) -> Finding:
+def _late_inner_wrap(flow: FlowFacts, wrap: Wrap) -> Finding:
     """``m.layer = FSDP(m.layer)`` after ``m = FSDP(m)`` (or after ``w = FSDP(m)``)."""
     if not wrap.wrapped or "." not in wrap.wrapped:
         return None
     scope = wrap.at.scope
-    for parent in _prefixes(wrap.wrapped):
+    for parent in prefixes(wrap.wrapped):
         for outer in flow.wraps:
             if outer.kind == wrap.kind and parent in (outer.target, outer.wrapped) and \
-                    order.runs_before(outer.at, wrap.at) and \
+                    flow.runs_before(outer.at, wrap.at) and \
                     not flow.rebound_between(parent, scope, outer.at.order, wrap.at.order):
-                return wrap.call, (f"`{wrap.wrapped}` is wrapped with {_label(wrap)} after its parent `{parent}` "
+                return wrap.call, (f"`{wrap.wrapped}` is wrapped with {wrap.label} after its parent `{parent}` "
                                    f"(line {outer.call.lineno}): the parent wrap already sharded its parameters, "
                                    "so this wrap shards nothing and is no nested FSDP unit; wrap inner modules "
                                    "first, then the parent")
     return None
 
 
-def _manual_under_auto_wrap(flow: FlowFacts, order: "RunOrder", wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
+def _manual_under_auto_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
     policy = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
     if policy is None or (type(policy.value) is ast.Constant and policy.value.value is None) or wrap.inner is None:
         return None
@@ -143,105 +133,9 @@ def _manual_under_auto_wrap(flow: FlowFacts, order: "RunOrder", wrap: Wrap, by_c
     raises = (f"raises ValueError 'Expected <name> to NOT be {name} if using an `auto_wrap_policy`'; use "
               "auto_wrap_policy alone, or manual inner wraps without it")
     if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in ast.walk(wrap.inner)):
-        return policy, f"auto_wrap_policy= on a module that contains an {_label(wrap)} wrapper: {raises}"
+        return policy, f"auto_wrap_policy= on a module that contains an {wrap.label} wrapper: {raises}"
     for inner in flow.wraps:
-        if inner.kind == wrap.kind and nested_in(flow, order, inner, wrap):
+        if inner.kind == wrap.kind and flow.nested_in(inner, wrap):
             return policy, (f"auto_wrap_policy= on a module that contains `{inner.target}`, already wrapped with "
-                            f"{_label(wrap)} (line {inner.call.lineno}): {raises}")
+                            f"{wrap.label} (line {inner.call.lineno}): {raises}")
     return None
-
-
-# -- shared structure helpers ------------------------------------------------------------------
-
-class RunOrder:
-    """Whether one statement surely runs before another in the same scope: it comes first and sits
-    in the same block as the later one or in a block enclosing it (a branch or loop body on the way
-    may be skipped; a ``with`` body may not). Block paths are computed once per scope."""
-
-    def __init__(self) -> None:
-        self._paths: Dict[int, Dict[int, Tuple[int, ...]]] = {}
-
-    def runs_before(self, first: Position, then: Position) -> bool:
-        if first.scope is not then.scope or first.order >= then.order:
-            return False
-        paths = self._paths.get(id(first.scope))
-        if paths is None:
-            paths = self._paths[id(first.scope)] = _block_paths(first.scope)
-        a, b = paths.get(id(first.statement)), paths.get(id(then.statement))
-        return a is not None and b is not None and b[:len(a)] == a
-
-
-def _block_paths(scope: ast.AST) -> Dict[int, Tuple[int, ...]]:
-    """id(statement) -> ids of the blocks enclosing it, outermost first."""
-    paths: Dict[int, Tuple[int, ...]] = {}
-    stack: List[Tuple[list, Tuple[int, ...]]] = [(scope.body, ())]
-    while stack:
-        body, path = stack.pop()
-        for stmt in body:
-            paths[id(stmt)] = path
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(stmt, (ast.With, ast.AsyncWith)):
-                stack.append((stmt.body, path))
-                continue
-            blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
-            blocks += [h.body for h in getattr(stmt, "handlers", None) or []]
-            blocks += [c.body for c in getattr(stmt, "cases", None) or []]
-            stack.extend((block, path + (id(block),)) for block in blocks if block)
-    return paths
-
-
-def _prefixes(name: str) -> List[str]:
-    """``a.b.c`` -> ``a``, ``a.b`` (the proper prefixes, outermost first)."""
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _passed_names(expr: Optional[ast.AST]) -> Iterator[str]:
-    """Dotted names handed to a constructor call as arguments (``Net(inner)``,
-    ``nn.Sequential(a, b)``, ``Net(layers=[a, b])``, ``Net(Block(a))``)."""
-    if type(expr) is not ast.Call:
-        return
-    stack = list(expr.args) + [k.value for k in expr.keywords]
-    while stack:
-        node = stack.pop()
-        name = dotted(node)
-        if name:
-            yield name
-        elif type(node) in (ast.List, ast.Tuple, ast.Set):
-            stack.extend(node.elts)
-        elif type(node) is ast.Call:
-            stack.extend(list(node.args) + [k.value for k in node.keywords])
-
-
-def nested_in(flow: FlowFacts, order: RunOrder, inner: Wrap, outer: Wrap) -> bool:
-    """Whether the wrapper bound by ``inner`` is, for sure, part of the module ``outer`` wraps:
-    assigned onto it (``m.layer = FSDP(m.layer)`` then ``FSDP(m)``), passed to its constructor
-    (``FSDP(Net(inner))``, or ``m = Net(inner)`` then ``FSDP(m)``), or stored on it
-    (``m.block = inner`` then ``FSDP(m)``)."""
-    name, parent = inner.target, outer.wrapped
-    scope = inner.at.scope
-    if not name or outer.at.scope is not scope or not order.runs_before(inner.at, outer.at):
-        return False
-    start, end = inner.at.order, outer.at.order
-    if parent and name.startswith(parent + "."):
-        chain = [n for n in _prefixes(name) if n == parent or n.startswith(parent + ".")] + [name]
-        return not any(flow.rebound_between(n, scope, start, end) for n in chain)
-    if flow.rebound_between(name, scope, start, end):
-        return False
-    if name in _passed_names(outer.inner):
-        return True
-    if not parent:
-        return False
-    for binding in reversed(flow.bindings):
-        at = binding.at
-        if at.scope is not scope or not start < at.order < end:
-            continue
-        if binding.name == parent:
-            # the last binding of the parent before the wrap: it must surely run and take the wrapper
-            return order.runs_before(at, outer.at) and name in _passed_names(binding.value) and \
-                not flow.rebound_between(name, scope, start, at.order)
-        if binding.name.startswith(parent + ".") and dotted(binding.value) == name and \
-                order.runs_before(at, outer.at) and not flow.rebound_between(parent, scope, at.order, end):
-            return True
-    return False

@@ -2,11 +2,11 @@
 import ast
 from typing import Dict, Iterator, Optional, Tuple
 
+from flake8_xla.fsdp import EXAMPLE_FSDP
 from flake8_xla.flow import FlowFacts, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder
 
-FSDP1 = "import torch.nn as nn\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+FSDP1 = "import torch.nn as nn\n" + EXAMPLE_FSDP
 CONTAINERS = {
     "torch.nn.ModuleList": "nn.ModuleList",
     "torch.nn.ModuleDict": "nn.ModuleDict",
@@ -72,19 +72,17 @@ class FsdpWrapsContainer(Rule):
                       if r.call is not None and r.qualname in CONTAINERS}
         if not containers:
             return
-        order = RunOrder()
         for wrap in flow.wraps:
-            label = "FSDP" if wrap.kind == "v1" else "FSDPv2"
             kind = containers.get(id(wrap.inner))
             if kind is not None:
                 yield self.diagnostic(ctx, wrap.inner, (
-                    f"{label} wraps an {kind}, which has no forward(): {RAISES}; {_instead(kind)}"))
+                    f"{wrap.label} wraps an {kind}, which has no forward(): {RAISES}; {_instead(kind)}"))
                 continue
-            bound = _bound_container(flow, order, wrap, containers)
+            bound = _bound_container(flow, wrap, containers)
             if bound is not None:
                 kind, line = bound
                 yield self.diagnostic(ctx, wrap.inner, (
-                    f"{label} wraps `{wrap.wrapped}`, an {kind} (line {line}), which has no forward(): "
+                    f"{wrap.label} wraps `{wrap.wrapped}`, an {kind} (line {line}), which has no forward(): "
                     f"{RAISES}; {_instead(kind)}"))
 
 
@@ -93,16 +91,12 @@ def _instead(kind: str) -> str:
     return f"wrap each {what} in it, or the module whose forward() calls them"
 
 
-def _bound_container(flow: FlowFacts, order: RunOrder, wrap: Wrap, containers: Dict[int, str]) \
-        -> Optional[Tuple[str, int]]:
+def _bound_container(flow: FlowFacts, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:
     """The container the wrapped name surely holds: its last binding before the wrap, which runs."""
     if not wrap.wrapped:
         return None
-    last = None
-    for binding in flow.bindings:  # sorted by statement order
-        if binding.name == wrap.wrapped and binding.at.scope is wrap.at.scope and binding.at.order < wrap.at.order:
-            last = binding
-    if last is None or not order.runs_before(last.at, wrap.at) or type(last.value) is not ast.Call:
+    last = flow.last_binding(wrap.wrapped, wrap.at)
+    if last is None or type(last.value) is not ast.Call:
         return None
     kind = containers.get(id(last.value))
     return (kind, last.at.statement.lineno) if kind else None

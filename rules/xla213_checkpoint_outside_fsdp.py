@@ -1,18 +1,12 @@
 """XLA213 checkpoint-outside-fsdp."""
 from typing import Iterator
 
+from flake8_xla.fsdp import CHECKPOINT_MODULE, EXAMPLE_FSDPV2
 from flake8_xla.flow import FSDP_V1, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder
 
 FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP, checkpoint_module\n"
-FSDP2 = ("from torch_xla.distributed.fsdp import checkpoint_module\n"
-         "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
-         "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n")
-CHECKPOINT_MODULE = frozenset({
-    "torch_xla.distributed.fsdp.checkpoint_module",
-    "torch_xla.distributed.fsdp.utils.checkpoint_module",
-})
+FSDP2 = "from torch_xla.distributed.fsdp import checkpoint_module\n" + EXAMPLE_FSDPV2
 
 
 class CheckpointOutsideFsdp(Rule):
@@ -78,7 +72,6 @@ class CheckpointOutsideFsdp(Rule):
         if not flow.fsdp_refs:
             return
         kinds = {id(r.call): "FSDP" if r.qualname in FSDP_V1 else "FSDPv2" for r in flow.fsdp_refs if r.call}
-        order = RunOrder()
         for ref in ctx.model.references:
             call = ref.call
             if call is None or ref.qualname not in CHECKPOINT_MODULE or not call.args:
@@ -92,11 +85,10 @@ class CheckpointOutsideFsdp(Rule):
             name = dotted(argument)
             wrap = flow.wrapper_at(name, call)
             at = flow.position(call)
-            if wrap is not None and at is not None and order.runs_before(wrap.at, at):
-                label = "FSDP" if wrap.kind == "v1" else "FSDPv2"
+            if wrap is not None and at is not None and flow.runs_before(wrap.at, at):
                 yield self.diagnostic(ctx, call, (
-                    f"checkpoint_module() is applied to `{name}`, already an {label} wrapper (line "
-                    f"{wrap.call.lineno}); checkpoint the module before wrapping it: {_instead(label)}"))
+                    f"checkpoint_module() is applied to `{name}`, already an {wrap.label} wrapper (line "
+                    f"{wrap.call.lineno}); checkpoint the module before wrapping it: {_instead(wrap.label)}"))
 
 
 def _instead(label: str) -> str:

@@ -1,13 +1,12 @@
 """XLA215 flatten-parameters-with-param-groups."""
 import ast
-from typing import Iterator, Optional, Set, Tuple
+from typing import Iterator, Optional, Tuple
 
-# _is_optimizer: flow's own test of what counts as an optimizer class (see the report on flow.py)
-from flake8_xla.flow import Binding, FlowFacts, Position, Wrap, _is_optimizer, dotted
+from flake8_xla.fsdp import EXAMPLE_FSDP
+from flake8_xla.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla211_fsdp_wrap_order import RunOrder
 
-FSDP1 = "import torch\nfrom torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
           "    {'params': [p for n, p in model.named_parameters() if 'bias' not in n], 'weight_decay': 0.01},\n"
           "    {'params': [p for n, p in model.named_parameters() if 'bias' in n], 'weight_decay': 0.0},\n"
@@ -70,24 +69,23 @@ class FlattenParametersWithParamGroups(Rule):
         flow = ctx.flow
         if not any(_flattens(w) for w in flow.wraps):
             return
-        order = RunOrder()
         for ref in ctx.model.references:
             call = ref.call
-            if call is None or not _is_optimizer(ref.qualname):
+            if call is None or not is_optimizer(ref.qualname):
                 continue
             at = flow.position(call)
             argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"),
                                                            None)
             if at is None or argument is None:
                 continue
-            found = _group_list(flow, order, argument, at)
+            found = _group_list(flow, argument, at)
             if found is None:
                 continue
             groups, built = found
             for wrap in flow.wraps:
                 if _flattens(wrap) and flow.wrapper_at(wrap.target, call) is wrap and \
-                        order.runs_before(wrap.at, at) and (built is at or order.runs_before(wrap.at, built)) and \
-                        _split_groups(flow, order, groups, wrap, at):
+                        flow.runs_before(wrap.at, at) and (built is at or flow.runs_before(wrap.at, built)) and \
+                        _split_groups(flow, groups, wrap, at):
                     yield self.diagnostic(ctx, argument, (
                         f"optimizer parameter groups split the parameters of `{wrap.target}`, which "
                         f"FSDP(flatten_parameters=True) (line {wrap.call.lineno}) merges into one flat parameter: "
@@ -98,17 +96,15 @@ class FlattenParametersWithParamGroups(Rule):
 
 def _flattens(wrap: Wrap) -> bool:
     return wrap.kind == "v1" and wrap.target is not None and any(
-        k.arg == "flatten_parameters" and type(k.value) is ast.Constant and k.value.value is True
-        for k in wrap.call.keywords)
+        k.arg == "flatten_parameters" and is_constant(k.value, True) for k in wrap.call.keywords)
 
 
-def _group_list(flow: FlowFacts, order: RunOrder, argument: ast.AST, at: Position) \
-        -> Optional[Tuple[ast.List, Position]]:
+def _group_list(flow: FlowFacts, argument: ast.AST, at: Position) -> Optional[Tuple[ast.List, Position]]:
     """The list of two or more group dicts the optimizer gets, and where it was built: inline, or
     the surely-run last binding of the name passed."""
     value, built = argument, at
     if type(argument) is not ast.List:
-        binding = _last_binding(flow, order, dotted(argument), at)
+        binding = flow.last_binding(dotted(argument), at)
         if binding is None:
             return None
         value, built = binding.value, binding.at
@@ -117,36 +113,15 @@ def _group_list(flow: FlowFacts, order: RunOrder, argument: ast.AST, at: Positio
     return None
 
 
-def _last_binding(flow: FlowFacts, order: RunOrder, name: Optional[str], at: Position) -> Optional[Binding]:
-    """``name``'s last binding before ``at`` in its scope, if it surely runs."""
-    last = None
-    for binding in flow.bindings:
-        if binding.name == name and binding.at.scope is at.scope and binding.at.order < at.order:
-            last = binding
-    return last if last is not None and order.runs_before(last.at, at) else None
-
-
-def _split_groups(flow: FlowFacts, order: RunOrder, groups: ast.List, wrap: Wrap, at: Position) -> bool:
+def _split_groups(flow: FlowFacts, groups: ast.List, wrap: Wrap, at: Position) -> bool:
     """Whether two or more group dicts take the wrapper's parameters (directly, or through one
     name bound to a parameter list after the wrap, like ``decay = [p for n, p in ...]``)."""
     taking = 0
     for group in (e for e in groups.elts if type(e) is ast.Dict):
-        owners = _owners(group)
+        owners = set(parameter_owners(group))
         for node in ast.walk(group):
-            binding = _last_binding(flow, order, node.id, at) if type(node) is ast.Name else None
-            if binding is not None and order.runs_before(wrap.at, binding.at):
-                owners |= _owners(binding.value)
+            binding = flow.last_binding(node.id, at) if type(node) is ast.Name else None
+            if binding is not None and flow.runs_before(wrap.at, binding.at):
+                owners.update(parameter_owners(binding.value))
         taking += any(o == wrap.target or o.startswith(wrap.target + ".") for o in owners)
     return taking >= 2
-
-
-def _owners(node: ast.AST) -> Set[str]:
-    """Dotted names whose ``parameters()`` / ``named_parameters()`` appear in ``node``."""
-    out = set()
-    for sub in ast.walk(node):
-        if type(sub) is ast.Call and type(sub.func) is ast.Attribute and \
-                sub.func.attr in ("parameters", "named_parameters"):
-            name = dotted(sub.func.value)
-            if name:
-                out.add(name)
-    return out

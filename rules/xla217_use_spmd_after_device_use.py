@@ -3,15 +3,15 @@ import ast
 import re
 from typing import Iterator, List
 
-from flake8_xla.flow import dotted
+from flake8_xla.fsdp import EXAMPLE_XR, USE_SPMD
+from flake8_xla.flow import dotted, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import USE_SPMD, locate, within
 
 # Calls that hand out the XLA device: the first one locks the runtime out of SPMD mode.
 DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device",
                           "xla_compat.device", "xla_compat.runtime.device"})
 _XLA_DEVICE_TEXT = re.compile(r"xla(:\d+)?")
-HEADER = "import torch\nimport torch_xla\nimport torch_xla.runtime as xr\n"
+HEADER = "import torch\nimport torch_xla\n" + EXAMPLE_XR
 
 
 class UseSpmdAfterDeviceUse(Rule):
@@ -76,13 +76,13 @@ class UseSpmdAfterDeviceUse(Rule):
         uses.extend(_placements(ctx.tree))
         if not uses:
             return
-        places = locate(ctx.tree, calls + uses)
+        placed = [(use, ctx.flow.place(use)) for use in uses]
         for call in calls:
-            at = places.get(id(call))
+            at = ctx.flow.place(call)
             if at is None:
                 continue
-            earlier = [use for use in uses if (use.lineno, use.col_offset) < (call.lineno, call.col_offset)
-                       and id(use) in places and within(at, places[id(use)])]
+            earlier = [use for use, where in placed if (use.lineno, use.col_offset) < (call.lineno, call.col_offset)
+                       and where is not None and within(at, where)]
             if earlier:
                 first = min(use.lineno for use in earlier)
                 yield self.diagnostic(ctx, call, (

@@ -2,9 +2,11 @@
 import ast
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.fsdp import spmd_api
 from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import FSDP2, SPMD, spmd_api
 
 MESH_BUILDERS = ("Mesh", "HybridMesh", "get_1d_mesh")
 HEADER = FSDP2 + SPMD + "import numpy as np\n\nxr.use_spmd()\n"
@@ -133,7 +135,7 @@ def _builder(flow: FlowFacts, expr: ast.AST, at: Position, builders: Dict[int, s
     if name is None:
         return None
     # a name assigned once in this scope before the use; several assignments may sit in branches
-    bound = [b for b in flow.bindings if b.at.scope is at.scope and b.name == name and b.at.order < at.order]
+    bound = flow.bindings_before(name, at)
     if len(bound) == 1 and id(bound[0].value) in builders:
         return bound[0].value
     return None

@@ -2,8 +2,10 @@
 import ast
 from typing import Iterator
 
+from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.fsdp import runs_as_program, spmd_api
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import FSDP2, SPMD, locate, runs_as_program, spmd_api
 
 HEADER = FSDP2 + SPMD + "\nxr.use_spmd()\n"
 
@@ -62,12 +64,8 @@ class FsdpV2WithoutMesh(Rule):
         bare = [wrap.call for wrap in flow.wraps if wrap.kind == "v2" and len(wrap.call.args) <= 1
                 and not any(k.arg in ("mesh", None) for k in wrap.call.keywords)
                 and not any(type(a) is ast.Starred for a in wrap.call.args)]
-        if not bare:
-            return
-        places = locate(ctx.tree, bare)
         for call in bare:
-            place = places.get(id(call))
-            if place is not None and runs_as_program(ctx, place):
+            if runs_as_program(ctx, call):
                 yield self.diagnostic(ctx, call, (
                     "FSDPv2 without mesh= in a program that never sets a global mesh: it raises ValueError "
                     "(No mesh is provided and no global mesh is set); pass mesh=mesh, or call "

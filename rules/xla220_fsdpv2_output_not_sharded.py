@@ -3,9 +3,11 @@ import ast
 import re
 from typing import Dict, Iterator, Optional
 
+from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.fsdp import CHECKPOINT_MODULE
 from flake8_xla.flow import FlowFacts, Position, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import FSDP2, SPMD
 
 # Hugging Face model classes return a ModelOutput (a dict) from forward; tokenizers, configs and
 # TF/Flax classes are not torch modules.
@@ -13,8 +15,6 @@ _HF_MODEL_CLASS = re.compile(r"AutoModel\w*|\w+For[A-Z]\w*|\w+Model")
 _HF_LOADERS = ("from_pretrained", "from_config", "_from_config")
 # methods that return the module itself, so the value is still the Hugging Face model
 _SELF_RETURNING = frozenset({"to", "train", "eval", "float", "half", "bfloat16", "requires_grad_"})
-CHECKPOINT_MODULE = frozenset({"torch_xla.distributed.fsdp.checkpoint_module",
-                               "torch_xla.distributed.fsdp.utils.checkpoint_module"})
 HEADER = FSDP2 + SPMD + "from transformers import AutoModelForCausalLM\n\nxr.use_spmd()\n"
 
 
@@ -110,21 +110,13 @@ def _is_hf_model(qualname: str) -> bool:
 def _hf_build(flow: FlowFacts, expr: ast.AST, at: Position, builds: Dict[int, str], unwrapping: set,
               depth: int = 4) -> Optional[ast.Call]:
     """The transformers call that ``expr`` evaluates to, following one assignment per name."""
-    while True:
-        if type(expr) is not ast.Call:
-            break
-        if id(expr) in builds:
-            return expr
-        if id(expr) in unwrapping and expr.args:
-            expr = expr.args[0]
-        elif type(expr.func) is ast.Attribute and expr.func.attr in _SELF_RETURNING:
-            expr = expr.func.value
-        else:
-            return None
+    expr = _peel(expr, unwrapping, builds)
+    if type(expr) is ast.Call:
+        return expr
     name = dotted(expr)
     if name is None or depth == 0:
         return None
-    bound = [b for b in flow.bindings if b.at.scope is at.scope and b.name == name and b.at.order < at.order]
+    bound = flow.bindings_before(name, at)
     if not bound:
         return None
     last = bound[-1]
@@ -136,11 +128,17 @@ def _hf_build(flow: FlowFacts, expr: ast.AST, at: Position, builds: Dict[int, st
 
 def _receiver(expr: ast.AST, unwrapping: set) -> Optional[str]:
     """``model`` in ``model.to(device).train()`` or ``checkpoint_module(model)``."""
-    while type(expr) is ast.Call:
+    return dotted(_peel(expr, unwrapping))
+
+
+def _peel(expr: ast.AST, unwrapping: set, builds: Optional[Dict[int, str]] = None) -> Optional[ast.AST]:
+    """``expr`` without the calls that return their module (``checkpoint_module(m)``,
+    ``m.to(device)``), stopping at a call in ``builds``; None when another call is in the way."""
+    while type(expr) is ast.Call and (builds is None or id(expr) not in builds):
         if id(expr) in unwrapping and expr.args:
             expr = expr.args[0]
         elif type(expr.func) is ast.Attribute and expr.func.attr in _SELF_RETURNING:
             expr = expr.func.value
         else:
             return None
-    return dotted(expr)
+    return expr

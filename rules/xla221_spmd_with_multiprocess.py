@@ -2,14 +2,13 @@
 import ast
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from flake8_xla.fsdp import EXAMPLE_XR, LAUNCH, SPAWN, USE_SPMD
+from flake8_xla.flow import FlowFacts, Place, argument, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import USE_SPMD, Place, locate, within
 
-LAUNCH = frozenset({"torch_xla.launch", "torch_xla.torch_xla.launch", "xla_compat.launch", "xla_compat.runtime.launch"})
-SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn"})
 INIT_GROUP = frozenset({"torch.distributed.init_process_group",
                         "torch.distributed.distributed_c10d.init_process_group"})
-HEADER = "import torch_xla\nimport torch_xla.runtime as xr\n"
+HEADER = "import torch_xla\n" + EXAMPLE_XR
 
 
 class SpmdWithMultiprocess(Rule):
@@ -86,24 +85,23 @@ class SpmdWithMultiprocess(Rule):
                 starts.append((call, "group"))
         if not enables or not starts:
             return
-        places = locate(ctx.tree, enables + [call for call, _ in starts])
         workers = {stmt.name: stmt for stmt in ctx.tree.body if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         for call, kind in starts:
-            at = places.get(id(call))
+            at = ctx.flow.place(call)
             if at is None:
                 continue
-            enable = _enabling(call, kind, at, enables, places, ctx.tree, workers)
+            enable = _enabling(call, kind, at, enables, ctx.flow, ctx.tree, workers)
             if enable is not None:
                 yield self.diagnostic(ctx, call, _message(kind, enable.lineno))
 
 
-def _enabling(call: ast.Call, kind: str, at: Place, enables: List[ast.Call], places: Dict[int, Place],
+def _enabling(call: ast.Call, kind: str, at: Place, enables: List[ast.Call], flow: FlowFacts,
               tree: ast.AST, workers: Dict[str, ast.AST]) -> Optional[ast.Call]:
     """The use_spmd() call that surely runs in the same program as ``call``."""
     worker = workers.get(_name(call.args[0])) if kind != "group" and call.args else None
     single = kind != "group" and _single_process(call, kind)
     for enable in sorted(enables, key=lambda c: (c.lineno, c.col_offset)):
-        spmd = places.get(id(enable))
+        spmd = flow.place(enable)
         if spmd is None:
             continue
         before = (enable.lineno, enable.col_offset) < (call.lineno, call.col_offset)
@@ -135,14 +133,12 @@ def _name(node: ast.AST) -> Optional[str]:
 
 
 def _xla_backend(call: ast.Call) -> bool:
-    backend = next((k.value for k in call.keywords if k.arg == "backend"), call.args[0] if call.args else None)
+    backend = argument(call, 0, "backend")
     return type(backend) is ast.Constant and type(backend.value) is str and backend.value.lower() == "xla"
 
 
 def _single_process(call: ast.Call, kind: str) -> bool:
     """``xmp.spawn(fn, nprocs=1)`` or ``torch_xla.launch(fn, debug_single_process=True)``."""
     keyword, index = ("nprocs", 2) if kind == "spawn" else ("debug_single_process", 3)
-    value = next((k.value for k in call.keywords if k.arg == keyword), None)
-    if value is None and len(call.args) > index:
-        value = call.args[index]
+    value = argument(call, index, keyword)
     return type(value) is ast.Constant and value.value == 1  # True == 1 too

@@ -2,12 +2,13 @@
 import ast
 from typing import Dict, Iterator, List, Optional
 
+from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.fsdp import CONSOLIDATE
 from flake8_xla.flow import FSDP_V2, FlowFacts, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.rules.xla216_fsdpv2_without_spmd import FSDP2, SPMD
 
-CONSOLIDATE = frozenset({"torch_xla.distributed.fsdp.consolidate_sharded_model_checkpoints",
-                         "torch_xla.distributed.fsdp.state_dict_utils.consolidate_sharded_model_checkpoints"})
 CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint")
 # FSDPv1 method -> what to do under FSDPv2 instead ({0} is the wrapper's name)
@@ -44,8 +45,7 @@ class FsdpV1ApiOnFsdpV2(Rule):
         Example(HEADER + "model = FSDPv2(Net(), mesh=mesh)\nmodel(x).sum().backward()\n"
                 "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
                 title="the PyTorch utility under SPMD"),
-        Example("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
-                "model = FSDP(Net())\nmodel.clip_grad_norm_(1.0)\n", title="FSDPv1 has the method"),
+        Example(FSDP1 + "\nmodel = FSDP(Net())\nmodel.clip_grad_norm_(1.0)\n", title="FSDPv1 has the method"),
         Example(HEADER + "class Net(torch.nn.Module):\n    def clip_grad_norm_(self, max_norm):\n        pass\n\n"
                 "model = FSDPv2(Net(), mesh=mesh)\nmodel.clip_grad_norm_(1.0)\n",
                 title="the wrapped module defines it"),
