@@ -8,7 +8,7 @@ venv=".venv-torch_xla-${version}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q "torch==${version}" "torch_xla==${version}" pytest
 "$venv/bin/python" -m pip install -q --no-deps -e .
-"$venv/bin/python" -m pip install -q flake8 PyYAML
+"$venv/bin/python" -m pip install -q flake8 PyYAML ast-grep-py
 PJRT_DEVICE=CPU "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     tests/runtime/test_runtime_single_process.py tests/runtime/test_runtime_multiprocess.py \
     tests/runtime/test_runtime_checkpoint.py
