@@ -1,0 +1,91 @@
+"""XLA302 blocking-sync-in-step."""
+import ast
+from typing import Iterator
+
+from flake8_xla.loops import in_step, step_loops
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+# calls that block the host until the device is done (or sync several times) on every call
+BLOCKING = {
+    "torch_xla.core.xla_model.wait_device_ops": "waits for all device work",
+    "torch_xla.core.xla_model.unlazy": "executes and waits for the pending graph",
+    "torch_xla.core.xla_model.rendezvous": "syncs the graph several times and waits for every replica",
+    "torch_xla.core.xla_model.xla_rendezvous": "syncs the graph several times and waits for every replica",
+    "torch_xla.core.xla_model.mesh_reduce": "syncs, copies the data to the host and waits for every replica",
+    "torch_xla.core.xla_model.save": "waits for the device and copies the data to the host",
+    "torch_xla.core.xla_model.do_on_ordinals": "waits for every replica",
+}
+SYNCS = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
+LOOP = ("import torch\nimport torch_xla\n\nfor data, target in loader:\n    optimizer.zero_grad()\n"
+        "    loss = model(data).sum()\n    loss.backward()\n    optimizer.step()\n")
+
+
+class BlockingSyncInStep(Rule):
+    code = "XLA302"
+    name = "blocking-sync-in-step"
+    summary = "A call that blocks the host on every step of a training loop"
+    what_it_does = (
+        "Flags, inside a training loop (a loop whose body calls `.backward()`, `optimizer.step()`, "
+        "`xm.optimizer_step` or a graph sync), `torch_xla.sync(wait=True)`, `xm.mark_step(wait=True)`, "
+        "`xm.wait_device_ops()`, `xm.unlazy()`, and `xm.rendezvous`/`xla_rendezvous`/`mesh_reduce`/"
+        "`save`/`do_on_ordinals`. Calls under `if step % N == 0:` and calls after the loop are fine."
+    )
+    why_bad = (
+        "torch_xla overlaps tracing the next step with executing the current one. A blocking call makes "
+        "the host wait for the device every step, so that overlap is lost; the rendezvous helpers also "
+        "sync the graph several times and copy data to the host. The torch_xla docs keep "
+        "`sync(wait=True)` for benchmarking only."
+    )
+    fix_safety = "No automatic fix: whether the wait is needed depends on what follows it."
+    references = ("https://github.com/pytorch/xla/blob/master/docs/source/learn/trace-vs-execution-time.md",)
+    valid = (
+        Example(LOOP + "    torch_xla.sync()\n", title="a plain sync per step"),
+        Example("import torch_xla\nimport xla_compat\n\nfor step, (data, target) in enumerate(loader):\n"
+                "    model(data).sum().backward()\n    optimizer.step()\n    torch_xla.sync()\n"
+                "    if step % 100 == 0:\n        xla_compat.save(model.state_dict(), 'model.pt')\n"
+                "torch_xla.sync(wait=True)\n", title="throttled, and after the loop"),
+        Example("import torch_xla\n\nfor data in loader:\n    predictions = model(data)\n"
+                "    torch_xla.sync(wait=True)\n", title="not a training loop"),
+    )
+    invalid = (
+        Example(
+            LOOP + "    torch_xla.sync(wait=True)\n",
+            expect=((9, 5, "torch_xla.sync(wait=True) blocks the host on every training step (it waits for "
+                           "the device to finish): tracing no longer overlaps execution; use torch_xla.sync() "
+                           "and wait only where a result is needed, e.g. every N steps"),),
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nfor epoch in range(10):\n    for data in loader:\n"
+            "        model(data).sum().backward()\n        xm.optimizer_step(optimizer)\n"
+            "        xm.wait_device_ops()\n    xm.wait_device_ops()\n",
+            expect=((7, 9, "xm.wait_device_ops() blocks the host on every training step (it waits for all device "
+                           "work): tracing no longer overlaps execution; move it after the loop, or run it every "
+                           "N steps"),),
+            title="the epoch loop around the step loop is fine",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        calls = [r for r in ctx.model.references
+                 if r.call is not None and (r.qualname in BLOCKING or r.qualname in SYNCS)]
+        if not calls:
+            return
+        loops = step_loops(ctx.tree, ctx.model.references)
+        for ref in calls:
+            call = ref.call
+            if ref.qualname in SYNCS:
+                wait = next((k.value for k in call.keywords if k.arg == "wait"), call.args[0] if call.args else None)
+                if not (type(wait) is ast.Constant and wait.value is True):
+                    continue
+                if not in_step(call, loops):
+                    continue
+                spelled = ref.written_prefix(ref.qualname)
+                yield self.diagnostic(ctx, call, (
+                    f"{spelled}(wait=True) blocks the host on every training step (it waits for the device to "
+                    f"finish): tracing no longer overlaps execution; use {spelled}() and wait only where a "
+                    "result is needed, e.g. every N steps"))
+            elif in_step(call, loops):
+                spelled = ref.written_prefix(ref.qualname)
+                yield self.diagnostic(ctx, call, (
+                    f"{spelled}() blocks the host on every training step (it {BLOCKING[ref.qualname]}): tracing "
+                    "no longer overlaps execution; move it after the loop, or run it every N steps"))
