@@ -1,4 +1,5 @@
 """XLA203 clip-grad-norm-on-fsdp."""
+import ast
 from typing import Iterator
 
 from flake8_xla.fsdp import EXAMPLE_FSDP
@@ -57,11 +58,11 @@ class ClipGradNormOnFsdp(Rule):
             call = ref.call
             if call is None or ref.qualname not in CLIPPERS or not call.args:
                 continue
-            params = call.args[0]
-            if type(params).__name__ != "Call" or dotted(params.func) is None or \
-                    not dotted(params.func).endswith(".parameters"):
+            params = call.args[0]  # exactly `model.parameters()`: anything else is unknown
+            if type(params) is not ast.Call or type(params.func) is not ast.Attribute or \
+                    params.func.attr != "parameters":
                 continue
-            owner = dotted(params.func)[: -len(".parameters")]
+            owner = dotted(params.func.value)
             wrap = flow.wrapper_at(owner, call)
             if wrap is not None and wrap.kind == "v1":
                 yield self.diagnostic(ctx, call, (
