@@ -335,11 +335,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _selector(settings: Settings) -> CodeSelector:
-    """flake8's defaults: the plugin's prefix is selected, off-by-default codes are ignored until
-    a longer prefix selects them."""
+    """flake8's defaults: the plugin's prefix is selected; off-by-default codes only when a
+    select or extend-select prefix longer than that names them (``--extend-select XLA9``)."""
     rules = all_rules()
     known = sorted(r.code for r in rules)
-    off = tuple(r.code for r in rules if getattr(r, "off_by_default", False))
+    off = tuple(r.code for r in rules if r.off_by_default)
     return CodeSelector(settings, known, ("XLA",), off)
 
 
@@ -441,8 +441,7 @@ def rule_fixability(rule) -> str:
 def cmd_rules(args: argparse.Namespace) -> int:
     rows = [("CODE", "NAME", "FIXABLE", "DEFAULT")]
     for rule in all_rules():
-        rows.append((rule.code, rule.name, rule_fixability(rule), "off" if getattr(rule, "off_by_default", False)
-                     else "on"))
+        rows.append((rule.code, rule.name, rule_fixability(rule), "off" if rule.off_by_default else "on"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -54,13 +54,21 @@ def _fix_command(rule: Rule, example) -> str:
     return "flake8-xla fix" if safe == example.fixed else "flake8-xla fix --unsafe-fixes"
 
 
+def _opt_in(rule: Rule) -> str:
+    return ("**Off by default** (an opt-in heuristic). In flake8, `--enable-extensions=XLA9` (or "
+            "`enable-extensions = XLA9` under `[flake8]`) turns on every XLA9xx rule. In the `flake8-xla` "
+            f"command, `--extend-select {rule.code}` (or `extend-select = [\"{rule.code}\"]` under "
+            "`[tool.flake8-xla]`) turns on this one; `XLA9` selects them all, the default `XLA` none.")
+
+
 def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
     reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
                          for d in lint_source(example.source, target=example.target))
-    parts = [
-        f"# {rule.code}: {rule.name}",
-        rule.summary + ".",
+    parts = [f"# {rule.code}: {rule.name}", rule.summary + "."]
+    if rule.off_by_default:
+        parts.append(_opt_in(rule))
+    parts += [
         "## What it does",
         rule.what_it_does,
         "## Why is this bad?",
@@ -158,7 +166,8 @@ def render_readme_rules() -> str:
     lines = ["| Code | Name | What it flags |", "|---|---|---|"]
     for rule in all_rules():
         link = DOCS_URL.format(code=rule.code)
-        lines.append(f"| [{rule.code}]({link}) | `{rule.name}` | {rule.summary} |")
+        opt_in = " (off by default)" if rule.off_by_default else ""
+        lines.append(f"| [{rule.code}]({link}) | `{rule.name}` | {rule.summary}{opt_in} |")
     return "\n".join(lines)
 
 

@@ -10,9 +10,11 @@ checkpoints.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterator, List, Sequence
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence
 
+from .syntax import walk
 from .semantic import Reference
 
 # calls that mark a loop body as one training step
@@ -30,12 +32,7 @@ class StepLoop:
 def _own_nodes(nodes: Sequence[ast.AST]) -> Iterator[ast.AST]:
     """Nodes under ``nodes`` without entering nested functions, classes, lambdas or loops (an
     inner loop is its own step loop; an epoch loop around it is not one)."""
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _SCOPES + _LOOPS):
-            stack.extend(ast.iter_child_nodes(node))
+    return iter(walk(nodes, _SCOPES + _LOOPS))
 
 
 def _marks_a_step(node: ast.AST, qualnames: Dict[int, str]) -> bool:
@@ -51,22 +48,30 @@ def _marks_a_step(node: ast.AST, qualnames: Dict[int, str]) -> bool:
         (func.attr == "step" and len(node.args) <= 1 and "optim" in ast.unparse(func.value).lower()))
 
 
+def _is_throttle(node: ast.AST) -> bool:
+    """``if step % N == 0:`` (any test using ``%``)."""
+    return type(node) is ast.If and any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in walk([node.test]))
+
+
 def _throttled(body: Sequence[ast.stmt]) -> FrozenSet[int]:
     out = set()
     for node in _own_nodes(body):
-        if type(node) is ast.If and any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in ast.walk(node.test)):
+        if _is_throttle(node):
             out.update(id(n) for n in _own_nodes(node.body))
     return frozenset(out)
 
 
-def step_loops(tree: ast.AST, references: Sequence[Reference]) -> List[StepLoop]:
-    """Every loop in the file that runs a training step per iteration."""
+def step_loops(loops: Sequence[ast.AST], references: Sequence[Reference]) -> List[StepLoop]:
+    """The loops (of those given) that run a training step per iteration."""
     qualnames = {id(r.node): r.qualname for r in references if not r.is_import}
-    loops = []
-    for node in ast.walk(tree):
-        if isinstance(node, _LOOPS) and any(_marks_a_step(n, qualnames) for n in _own_nodes(node.body)):
-            loops.append(StepLoop(node, _throttled(node.body)))
-    return loops
+    return [StepLoop(node, _throttled(node.body)) for node in loops
+            if not _over_constants(node) and any(_marks_a_step(n, qualnames) for n in _own_nodes(node.body))]
+
+
+def _over_constants(loop: ast.AST) -> bool:
+    """``for flag in (True, False):``: a loop over a few settings, not over steps."""
+    items = getattr(loop, "iter", None)
+    return type(items) in (ast.Tuple, ast.List, ast.Set) and all(type(e) is ast.Constant for e in items.elts)
 
 
 def in_step(node: ast.AST, loops: Sequence[StepLoop]) -> bool:
@@ -76,3 +81,138 @@ def in_step(node: ast.AST, loops: Sequence[StepLoop]) -> bool:
         if any(n is node for n in _own_nodes(body)) and id(node) not in step.throttled:
             return True
     return False
+
+
+# -- step regions: every place whose code runs once per step -------------------------------------
+TRAINING_LOOP = "training loop"  # a loop whose body calls backward / an optimizer step
+MODEL_LOOP = "model loop"  # a loop whose body runs a model on device tensors (evaluation, generation)
+COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla.compile / torch_xla.step
+DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
+FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
+
+XLA_COMPILE = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
+                         "torch_xla.torch_xla.step"})
+_OPENXLA = frozenset({"openxla", "openxla_eval"})
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class StepRegion:
+    node: ast.AST  # the loop, function or with statement
+    kind: str  # TRAINING_LOOP, MODEL_LOOP, COMPILED, DYNAMO or FORWARD
+
+
+def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
+    """Like :func:`_own_nodes`, but entering inner loops (a compiled step runs them all)."""
+    return walk(nodes, _SCOPES)
+
+
+class StepRegions:
+    """Which region, if any, runs a node once per step. Code under ``if ... % ...:`` (throttled),
+    in nested functions and lambdas (callbacks such as add_step_closure's) belongs to none.
+    Training loops are found on first use; the other regions, which need the tensor layer, only
+    when a rule asks where a node runs."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+    @functools.cached_property
+    def qualnames(self) -> Dict[int, str]:
+        return {id(r.node): r.qualname for r in self.ctx.model.references if not r.is_import}
+
+    @functools.cached_property
+    def training_loops(self) -> List[StepLoop]:
+        return step_loops(self.ctx.nodes_of(*_LOOPS), self.ctx.model.references)
+
+    def region_of(self, node: ast.AST) -> Optional[StepRegion]:
+        return self._regions.get(id(node))
+
+    @functools.cached_property
+    def _regions(self) -> Dict[int, StepRegion]:
+        ctx, qualnames = self.ctx, self.qualnames
+        regions: Dict[int, StepRegion] = {}
+        compiled = self.compiled_functions
+        for node in ctx.nodes_of(*_DEFS):
+            if id(node) in compiled:
+                _claim(regions, StepRegion(node, compiled[id(node)]), _inside(node.body))
+        for node in ctx.nodes_of(ast.With, ast.AsyncWith):
+            if any(type(item.context_expr) is ast.Call and qualnames.get(id(item.context_expr.func)) in XLA_COMPILE
+                   for item in node.items):
+                _claim(regions, StepRegion(node, COMPILED), _inside(node.body))
+        for step in self.training_loops:
+            _claim(regions, StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop))
+        for node in ctx.nodes_of(*_LOOPS) if ctx.tensors.may_have_modules else ():
+            if id(node) not in regions and self._runs_model(node):
+                _claim(regions, StepRegion(node, MODEL_LOOP), _loop_nodes(node))
+        for cls in ctx.tensors.module_classes.values():
+            for fn in cls.body:
+                if type(fn) in _DEFS and fn.name == "forward":
+                    _claim(regions, StepRegion(fn, FORWARD), _inside(fn.body))
+        return regions
+
+    def _runs_model(self, loop: ast.AST) -> bool:
+        kind = self.ctx.tensors.kind
+        for node in _own_nodes(loop.body):
+            func = getattr(node, "func", None)
+            # model(x) or self.model(x): a method call on anything else is not a module call
+            if type(node) is ast.Call and (type(func) is ast.Name or type(func) is ast.Attribute and
+                                           type(func.value) is ast.Name and func.value.id == "self") and \
+                    kind(func) == "module" and \
+                    any(kind(a) == "device" for a in list(node.args) + [k.value for k in node.keywords]):
+                return True
+        return False
+
+    @functools.cached_property
+    def compiled_functions(self) -> Dict[int, str]:
+        """id() of each function traced as one step -> COMPILED or DYNAMO: decorated, or passed
+        to torch_xla.compile / torch.compile(backend="openxla") by name."""
+        qualnames = self.qualnames
+
+        def compiler(call_or_name: ast.AST) -> Optional[str]:
+            func = call_or_name.func if type(call_or_name) is ast.Call else call_or_name
+            qualname = qualnames.get(id(func))
+            if qualname in XLA_COMPILE:
+                return COMPILED
+            if qualname == "torch.compile" and type(call_or_name) is ast.Call:
+                backend = next((k.value for k in call_or_name.keywords if k.arg == "backend"), None)
+                if type(backend) is ast.Constant and backend.value in _OPENXLA:
+                    return DYNAMO
+            return None
+
+        out: Dict[int, str] = {}
+        by_name: Dict[str, List[ast.AST]] = {}
+        for node in self.ctx.nodes_of(*_DEFS):
+            by_name.setdefault(node.name, []).append(node)
+            for decorator in node.decorator_list:
+                how = compiler(decorator)
+                if how:
+                    out[id(node)] = how
+        for ref in self.ctx.model.references:
+            call = ref.call
+            if call is None or not call.args or ref.qualname not in XLA_COMPILE | {"torch.compile"}:
+                continue
+            how, target = compiler(call), call.args[0]
+            name = target.id if type(target) is ast.Name else \
+                target.attr if type(target) is ast.Attribute and type(target.value) is ast.Name \
+                and target.value.id == "self" else None
+            if how and name:
+                for fn in by_name.get(name, ()):
+                    out.setdefault(id(fn), how)
+        return out
+
+
+def _loop_nodes(loop: ast.AST) -> List[ast.AST]:
+    nodes = walk(loop.body, _SCOPES + _LOOPS)
+    if type(loop) is ast.While:
+        nodes += walk([loop.test], _SCOPES + _LOOPS)  # evaluated before every step
+    return nodes
+
+
+def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.AST]) -> None:
+    throttled = set()
+    for node in nodes:
+        if _is_throttle(node):
+            throttled.update(id(n) for n in _inside(node.body))
+    for node in nodes:
+        if id(node) not in throttled:
+            regions.setdefault(id(node), region)

@@ -1,13 +1,17 @@
 """Declarative pattern rules: ast-grep YAML files in ``rules/`` (``xlaNNN_<name>.yml``).
 
 Each file is a valid ast-grep rule (``id``, ``language``, ``rule``, ``message``); flake8-xla's own
-fields live under ``metadata:`` (code, docs, examples, and ``resolve``: which qualified names a
-metavariable must resolve to, because patterns match text, not bindings). Per file, all pattern
+fields live under ``metadata:`` (code, docs, examples, and the metavariable constraints patterns
+cannot express, because they match text, not bindings: ``resolve`` (which qualified names it must
+resolve to), ``literal`` (a regex for its text), ``tensor`` / ``mask`` (it must be a device tensor /
+a boolean one, asked of flake8_xla/tensors.py). A constraint applies to the alternatives that bind
+its metavariable; every match must pass at least one name or type constraint. Per file, all pattern
 rules share one tree-sitter parse and one ``find_all`` over the union of their rules; each match
 is then attributed to its rule(s) and post-filtered through the semantic layer's resolver.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import pathlib
 import re
@@ -27,6 +31,8 @@ class PatternSpec:
     resolve: Tuple[Tuple[str, frozenset], ...]  # metavariable -> allowed qualified names
     literal: Tuple[Tuple[str, str], ...]  # metavariable -> regex its text must fully match
     prefilter: Optional["re.Pattern[str]"]  # the file must contain this text, or the rule cannot match
+    tensor: Tuple[str, ...] = ()  # metavariables that must be device tensors (flake8_xla/tensors.py)
+    mask: Tuple[str, ...] = ()  # metavariables that must be boolean device tensors
 
 
 def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
@@ -43,6 +49,7 @@ def load_pattern_rule(path: pathlib.Path) -> type:
         tuple((k, frozenset(v)) for k, v in (meta.get("resolve") or {}).items()),
         tuple((meta.get("literal") or {}).items()),
         re.compile(meta["prefilter"]) if meta.get("prefilter") else None,
+        tuple(meta.get("tensor") or ()), tuple(meta.get("mask") or ()),
     )
     attributes = {
         "code": meta["code"], "name": data["id"], "summary": meta["summary"],
@@ -77,33 +84,31 @@ class PatternRun:
     def __init__(self, ctx: FileContext, rules: Sequence[PatternRule]) -> None:
         self.by_code: Dict[str, List[Diagnostic]] = {}
         source = "".join(ctx.lines)
-        used = None
+        used = {r.qualname for r in ctx.model.references if not r.is_import}
         active = []
         for rule in rules:
             spec = rule.spec
-            if spec.resolve:
-                # the resolver decides anyway: skip the parse unless a constrained name is used
-                if used is None:
-                    used = {r.qualname for r in ctx.model.references if not r.is_import}
-                if not any(allowed & used for _, allowed in spec.resolve):
-                    continue
             if spec.prefilter is not None and not spec.prefilter.search(source):
                 continue
-            active.append(rule)
+            # an alternative that cannot match here stays out of the walk (and no walk, no parse)
+            alternatives = tuple(a for a in _alternatives(spec) if _may_match(spec, a, used, source, ctx))
+            if alternatives:
+                active.append((rule, alternatives))
         if not active:
-            return
+            return  # skip the parse
         from ast_grep_py import SgRoot
 
         root = SgRoot(source, "python").root()
-        union = {"rule": {"any": [r.spec.rule for r in active]}}
-        refs = _references_by_position(ctx)
+        union = {"rule": {"any": [alternative[0] for _, alternatives in active for alternative in alternatives]}}
+        refs = _ReferencesByPosition(ctx)
+        expressions = _Expressions(ctx)
         seen = set()
         for node in root.find_all(union):
             span = (node.range().start.index, node.range().end.index)
-            for rule in active:
+            for rule, alternatives in active:
                 if (rule.code, span) in seen:
                     continue
-                message = _first_accepted(rule.spec, node, span, refs)
+                message = _first_accepted(rule.spec, alternatives, node, span, refs, expressions)
                 if message is not None:
                     seen.add((rule.code, span))
                     start = node.range().start
@@ -114,32 +119,146 @@ class PatternRun:
         return self.by_code.get(code, default)
 
 
-def _references_by_position(ctx: FileContext) -> Dict[Tuple[int, int], str]:
-    """(line, character column) of every resolved non-import reference -> its qualified name."""
-    out = {}
-    for ref in ctx.model.references:
-        if not ref.is_import:
-            out[ctx.column(ref.node)] = ref.qualname
-    return out
+class _ReferencesByPosition:
+    """(line, character column) of a resolved non-import reference -> its qualified name, worked
+    out per line on first use (most lines of a file are never asked about)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._by_line: Optional[Dict[int, list]] = None
+
+    def get(self, position: Tuple[int, int]) -> Optional[str]:
+        if self._by_line is None:
+            self._by_line = {}
+            for ref in self.ctx.model.references:
+                if not ref.is_import:
+                    self._by_line.setdefault(ref.node.lineno, []).append(ref)
+        line, column = position
+        return next((r.qualname for r in self._by_line.get(line, ()) if self.ctx.column(r.node)[1] == column), None)
 
 
-def _first_accepted(spec: PatternSpec, node, span: Tuple[int, int], refs) -> Optional[str]:
+class _Expressions:
+    """Python AST expressions by character span, to ask the tensor layer about a metavariable."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._by_line: Optional[Dict[int, List[ast.expr]]] = None
+
+    def at(self, node):
+        while node.kind() == "parenthesized_expression" and len(node.children()) == 3:
+            node = node.children()[1]  # ast drops the parentheses
+        ctx = self.ctx
+        if self._by_line is None:
+            self._by_line = {}
+            for kind, nodes in ctx.index.by_type.items():
+                if issubclass(kind, ast.expr):
+                    for expr in nodes:
+                        self._by_line.setdefault(expr.lineno, []).append(expr)
+        start, end = node.range().start, node.range().end
+        wanted = (start.column, end.line + 1, end.column)
+        for expr in self._by_line.get(start.line + 1, ()):
+            if (ctx.column(expr)[1], expr.end_lineno,
+                    _character_column(ctx.lines, expr.end_lineno, expr.end_col_offset)) == wanted:
+                return expr
+        return None
+
+    def holds(self, spec: PatternSpec, match) -> Optional[bool]:
+        """Whether the tensor and mask constraints hold (None: the match has none of them)."""
+        tensors, checked = self.ctx.tensors, False
+        for names, test in ((spec.tensor, tensors.is_device), (spec.mask, tensors.is_mask)):
+            for name in names:
+                node = match.get_match(name)
+                if node is None:
+                    continue
+                checked = True
+                if not test(self.at(node)):
+                    return False
+        return True if checked else None
+
+
+def _character_column(lines: Sequence[str], line: int, byte_col: int) -> int:
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return byte_col if text.isascii() else len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+
+def _first_accepted(spec: PatternSpec, alternatives, node, span: Tuple[int, int], refs,
+                    expressions: _Expressions) -> Optional[str]:
     """Try the rule's alternatives one by one: an ``any`` keeps only the first alternative's
-    captures, but each alternative has its own metavariables to resolve."""
-    for alternative in spec.rule.get("any", [spec.rule]):
+    captures, but each alternative has its own metavariables to resolve. Alternatives whose
+    pattern is of another node kind (a call pattern on a subscript) are not tried."""
+    kind = node.kind()
+    for alternative, alternative_kind, _, _ in alternatives:
+        if alternative_kind is not None and alternative_kind != kind:
+            continue
         if not node.matches(**alternative):
             continue
         match = node.find(**alternative)  # the same node, now with this alternative's captures
         if match is None or (match.range().start.index, match.range().end.index) != span:
             continue
-        message = _accept(spec, match, refs)
+        message = _accept(spec, match, refs, expressions)
         if message is not None:
             return message
     return None
 
 
-def _accept(spec: PatternSpec, match, refs: Dict[Tuple[int, int], str]) -> Optional[str]:
-    """The message when every metavariable constraint holds, else None."""
+# per alternative: the rule, the node kind it matches, the words its pattern needs in the
+# source, and its metavariables
+Alternative = Tuple[dict, Optional[str], Tuple[str, ...], frozenset]
+_ALTERNATIVES: Dict[str, Tuple[Alternative, ...]] = {}
+
+
+def _alternatives(spec: PatternSpec) -> Tuple[Alternative, ...]:
+    """Each alternative of a rule with what :func:`_may_match` needs (worked out once per rule)."""
+    found = _ALTERNATIVES.get(spec.path)
+    if found is None:
+        found = _ALTERNATIVES[spec.path] = tuple(
+            (alternative, _pattern_kind(alternative), _pattern_words(alternative),
+             frozenset(re.findall(r"\$\$?\$?([A-Z_][A-Z0-9_]*)", repr(alternative))))
+            for alternative in spec.rule.get("any", [spec.rule]))
+    return found
+
+
+def _pattern_text(alternative: dict) -> Optional[str]:
+    pattern = alternative.get("pattern")
+    if pattern is None:
+        pattern = next((a["pattern"] for a in alternative.get("all", ())
+                        if isinstance(a, dict) and "pattern" in a), None)
+    return pattern if isinstance(pattern, str) else None
+
+
+def _pattern_words(alternative: dict) -> Tuple[str, ...]:
+    """Identifiers a pattern spells out (not metavariables, not keyword-argument names)."""
+    text = _pattern_text(alternative) or ""
+    return tuple(sorted({w for w in re.findall(r"(?<![$\w])([A-Za-z_]\w*)\b(?!\s*=[^=])", text)}))
+
+
+def _may_match(spec: PatternSpec, alternative: Alternative, used: set, source: str,
+               ctx: FileContext) -> bool:
+    """False when the alternative surely finds nothing in this file: a metavariable must resolve
+    to names the file never uses, a word of its pattern (``nonzero`` in ``$X.nonzero()``) is not
+    in the text, or it needs a boolean mask and no subscript could take one."""
+    _, _, words, names = alternative
+    if not all(allowed & used for name, allowed in spec.resolve if name in names):
+        return False
+    if not all(word in source and re.search(rf"\b{word}\b", source) for word in words):
+        return False
+    return not any(name in names for name in spec.mask) or ctx.tensors.may_have_masks
+
+
+def _pattern_kind(alternative: dict) -> Optional[str]:
+    """The tree-sitter kind a pattern alternative matches (``call``, ``subscript``), when it says."""
+    pattern = _pattern_text(alternative)
+    if pattern is None:
+        return None
+    from ast_grep_py import SgRoot
+
+    statement = SgRoot(pattern, "python").root().find(kind="expression_statement")
+    children = [c for c in statement.children() if c.is_named()] if statement is not None else []
+    return children[0].kind() if len(children) == 1 else None
+
+
+def _accept(spec: PatternSpec, match, refs: Dict[Tuple[int, int], str], expressions: _Expressions) -> Optional[str]:
+    """The message when every metavariable constraint holds (and the match has at least one), else None."""
     resolved = {}
     for name, allowed in spec.resolve:
         node = match.get_match(name)
@@ -150,18 +269,26 @@ def _accept(spec: PatternSpec, match, refs: Dict[Tuple[int, int], str]) -> Optio
         if qualname not in allowed:
             return None
         resolved[name] = qualname
-    if spec.resolve and not resolved:
+    typed = expressions.holds(spec, match) if spec.tensor or spec.mask else None
+    if typed is False or ((spec.resolve or spec.tensor or spec.mask) and not resolved and typed is None):
         return None
     for name, pattern in spec.literal:
         node = match.get_match(name)
-        if node is None or not re.fullmatch(pattern, node.text()):
+        if node is not None and not re.fullmatch(pattern, node.text()):
             return None
-    message = spec.message.replace("{api}", next(iter(resolved.values()), ""))
+    message = spec.message.replace("{api}", next(iter(resolved.values()), None) or _method_name(match))
     for name in re.findall(r"\$([A-Z_][A-Z0-9_]*)", message):
         node = match.get_match(name)
         value = resolved.get(name) or (node.text() if node is not None else name)
         message = message.replace(f"${name}", value)
     return message
+
+
+def _method_name(match) -> str:
+    """``torch.Tensor.nonzero`` for a match ``x.nonzero()``: {api} of a method call on a tensor."""
+    function = match.field("function")
+    attribute = function.field("attribute") if function is not None and function.kind() == "attribute" else None
+    return f"torch.Tensor.{attribute.text()}" if attribute is not None else match.text()
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,19 +2,28 @@
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
-from .engine import lint
+from .engine import all_rules, lint, might_match
 from .versions import forget_project_files, parse_version
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it.
 
 
+@functools.lru_cache(maxsize=2)
+def _rules(off_by_default: bool) -> tuple:
+    return tuple(r for r in all_rules() if bool(r.off_by_default) == off_by_default)
+
+
 class XlaChecker:
+    """The rules that are on by default (entry point ``XLA``)."""
+
     name = "flake8-xla"
     version = __version__
+    off_by_default = False
 
     target_version: Optional[str] = None
 
@@ -42,10 +51,24 @@ class XlaChecker:
         forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
+        if not might_match("".join(self.lines)):  # before _rules(): keeps the rule import lazy
+            return
         try:
-            diagnostics = lint(self.lines, self.tree, self.filename, self.target_version)
+            diagnostics = lint(self.lines, self.tree, self.filename, self.target_version,
+                               _rules(self.off_by_default))
         except Exception as exc:  # never crash flake8: report it where the user will see it
             yield 1, 0, f"XLA000 flake8-xla internal error, please report: {type(exc).__name__}: {exc}", type(self)
             return
         for d in diagnostics:
             yield d.line, d.col, f"{d.code} {d.message}", type(self)
+
+
+class XlaOptInChecker(XlaChecker):
+    """The opt-in XLA9xx rules (entry point ``XLA9``): flake8 loads it only with
+    ``--enable-extensions=XLA9``. It shares XlaChecker's options, which XlaChecker registers."""
+
+    off_by_default = True
+
+    @classmethod
+    def add_options(cls, parser) -> None:
+        pass  # registering --xla-target-version twice would be an argparse conflict

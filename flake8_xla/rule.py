@@ -64,6 +64,30 @@ class FileContext:
         return FlowFacts(self.tree, self.model.references)
 
     @functools.cached_property
+    def index(self):
+        """Every node by type and its scope (one walk, shared by the rules that scan for kinds)."""
+        from .syntax import NodeIndex
+
+        return NodeIndex(self.tree)
+
+    def nodes_of(self, *kinds: type) -> list:
+        return self.index.of(*kinds)
+
+    @functools.cached_property
+    def tensors(self):
+        """What expressions hold (device tensor, host value, module), for the graph rules."""
+        from .tensors import TensorFacts
+
+        return TensorFacts(self.index, self.flow.qualname)
+
+    @functools.cached_property
+    def step_regions(self):
+        """Where code runs once per step (training and model loops, compiled steps, forward)."""
+        from .loops import StepRegions
+
+        return StepRegions(self)
+
+    @functools.cached_property
     def pattern_matches(self):
         """Matches of the ast-grep pattern rules (one parse and one walk for all of them)."""
         from .engine import all_rules
@@ -92,6 +116,9 @@ class Rule:
     references: ClassVar[Tuple[str, ...]] = ()
     valid: ClassVar[Tuple[Example, ...]] = ()
     invalid: ClassVar[Tuple[Example, ...]] = ()
+    # Opt-in (XLA9xx heuristics): flake8 runs it only with --enable-extensions=XLA9, the CLI
+    # reports it only when a select prefix longer than "XLA" names it.
+    off_by_default: ClassVar[bool] = False
 
     def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -1,6 +1,8 @@
 """Which codes are reported for which file: select / extend-select / ignore / per-file-ignores.
 
-flake8's rule: the longest matching prefix decides, and a tie goes to ignore.
+flake8's rule: the longest matching prefix decides, and a tie goes to ignore. An off-by-default
+(opt-in) code is reported only when a select or extend-select prefix longer than the default one
+names it (``XLA9``, ``XLA901``), as in flake8, where the default ``XLA`` does not enable it.
 """
 from __future__ import annotations
 
@@ -34,12 +36,17 @@ class CodeSelector:
             _check_known(f"per-file-ignores {glob!r}", codes, known)
         self.select: Tuple[str, ...] = tuple(settings.select if settings.select is not None else default)
         self.select += tuple(settings.extend_select)
-        self.ignore = tuple(settings.ignore) + tuple(off_by_default)
+        self.ignore = tuple(settings.ignore)
+        self.default = tuple(default)
+        self.off_by_default = frozenset(off_by_default)
         self.per_file = settings.per_file_ignores
         self.base_dir = settings.base_dir
 
     def selected(self, code: str) -> bool:
-        return _longest(code, self.select) > _longest(code, self.ignore)
+        chosen = _longest(code, self.select)
+        if code in self.off_by_default and chosen <= _longest(code, self.default):
+            return False
+        return chosen > _longest(code, self.ignore)
 
     def for_file(self, path: str) -> "FileSelector":
         extra = tuple(c for glob, codes in self.per_file if _matches(path, glob, self.base_dir) for c in codes)

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.loops import in_step, step_loops
+from flake8_xla.loops import in_step
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # calls that block the host until the device is done (or sync several times) on every call
@@ -70,7 +70,7 @@ class BlockingSyncInStep(Rule):
                  if r.call is not None and (r.qualname in BLOCKING or r.qualname in SYNCS)]
         if not calls:
             return
-        loops = step_loops(ctx.tree, ctx.model.references)
+        loops = ctx.step_regions.training_loops
         for ref in calls:
             call = ref.call
             if ref.qualname in SYNCS:

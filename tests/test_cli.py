@@ -96,6 +96,42 @@ def test_setup_cfg_sections(project, capsys) -> None:
     assert err.startswith("flake8-xla: error: ") and "unknown option 'selct'" in err and err.count("\n") == 1
 
 
+LOADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\nloader = DataLoader(train_set, batch_size=64)\n"
+LOADER_LINE = ("a.py:4:10: XLA901 DataLoader(...) without drop_last=True yields a smaller last batch when the dataset "
+               "size is not a multiple of batch_size: a new input shape that XLA compiles as a separate graph; pass "
+               "drop_last=True, or pad the last batch to the full size\n")
+
+
+@pytest.mark.parametrize("argv, reported", [
+    ([], False),
+    (["--select", "XLA"], False),
+    (["--extend-select", "XLA"], False),
+    (["--extend-select", "XLA9"], True),
+    (["--extend-select", "XLA901"], True),
+    (["--select", "XLA90"], True),
+    (["--ignore", "XLA9", "--extend-select", "XLA901"], True),  # the longest prefix wins
+    (["--extend-select", "XLA9", "--ignore", "XLA901"], False),
+    (["--extend-select", "XLA901", "--ignore", "XLA901"], False),  # a tie goes to ignore
+    (["--extend-select", "XLA9", "--per-file-ignores", "a.py:XLA9"], False),
+])
+def test_off_by_default_rule_needs_a_select_prefix_longer_than_xla(project, capsys, argv, reported) -> None:
+    (project / "a.py").write_text(LOADER)
+    code, out, _ = run(capsys, "check", *argv, "a.py")
+    assert (code, out) == ((1, LOADER_LINE) if reported else (0, ""))
+
+
+def test_off_by_default_rule_from_pyproject(project, capsys) -> None:
+    (project / "a.py").write_text(LOADER + "import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    mark_step = MARK_STEP_LINE.replace(":3:1:", ":6:1:")
+    assert run(capsys, "check", "a.py")[:2] == (1, mark_step)
+    (project / "pyproject.toml").write_text('[tool.flake8-xla]\nextend-select = ["XLA9"]\n')
+    assert run(capsys, "check", "a.py")[:2] == (1, LOADER_LINE + mark_step)
+    (project / "pyproject.toml").write_text('[tool.flake8-xla]\nextend-select = ["XLA9"]\nignore = ["XLA901"]\n')
+    assert run(capsys, "check", "a.py")[:2] == (1, mark_step)
+    (project / "pyproject.toml").write_text('[tool.flake8-xla]\nselect = ["XLA901"]\n')
+    assert run(capsys, "check", "a.py")[:2] == (1, LOADER_LINE)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["check", "missing.py"], "flake8-xla: error: missing.py: no such file or directory\n"),
     (["check", "--select", "E501", "."], "flake8-xla: error: select: unknown code or prefix 'E501'; "
@@ -206,6 +242,15 @@ def test_rules_and_explain(capsys) -> None:
     assert out.splitlines()[6].split() == ["XLA106", "deprecated-env-var", "no", "on"]
     code, out, _ = run(capsys, "explain", "XLA102")
     assert code == 0 and out.startswith("# XLA102: deprecated-api") and "## Why is this bad?" in out
+
+
+def test_rules_lists_off_by_default_and_explain_says_how_to_enable(capsys) -> None:
+    rows = {line.split()[0]: line.split() for line in run(capsys, "rules")[1].splitlines()[1:]}
+    assert rows["XLA901"] == ["XLA901", "dataloader-without-drop-last", "no", "off"]
+    assert rows["XLA306"] == ["XLA306", "device-before-launch", "no", "on"]
+    code, out, _ = run(capsys, "explain", "XLA901")
+    assert code == 0 and "`--enable-extensions=XLA9`" in out and "`--extend-select XLA901`" in out
+    assert "Off by default" not in run(capsys, "explain", "XLA306")[1]
 
 
 def test_module_entry_point(project) -> None:

@@ -9,6 +9,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARK_STEP = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
 MARK_STEP_MSG = ("XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
                  "companion: xla_compat.sync()")
+LOADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\nloader = DataLoader(train_set, batch_size=64)\n"
+LOADER_MSG = ("XLA901 DataLoader(...) without drop_last=True yields a smaller last batch when the dataset size is not "
+              "a multiple of batch_size: a new input shape that XLA compiles as a separate graph; pass drop_last=True, "
+              "or pad the last batch to the full size")
 
 
 def flake8(*args: str, cwd=None, stdin: str = None) -> subprocess.CompletedProcess:
@@ -98,6 +102,29 @@ def test_vscode_flake8_format(tmp_path) -> None:
     result = flake8("--xla-target-version=2.9", "--format=%(row)d,%(col)d,%(code).1s,%(code)s:%(text)s", "-",
                     "--stdin-display-name", str(tmp_path / "a.py"), cwd=tmp_path, stdin=MARK_STEP)
     assert result.stdout == "2,1,X,XLA102:" + MARK_STEP_MSG.split(" ", 1)[1] + "\n"
+
+
+def test_opt_in_rules_run_only_with_enable_extensions(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(LOADER + "import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    default = flake8("--xla-target-version=2.9", "a.py", cwd=tmp_path)
+    assert default.stdout == f"a.py:6:1: {MARK_STEP_MSG}\n", default.stderr
+    # selecting the code does not load the opt-in checker (flake8's off_by_default)
+    assert flake8("--xla-target-version=2.9", "--extend-select=XLA901", "a.py", cwd=tmp_path).stdout == default.stdout
+    enabled = flake8("--xla-target-version=2.9", "--enable-extensions=XLA9", "a.py", cwd=tmp_path)
+    assert enabled.returncode == 1, enabled.stderr
+    # each code comes from one checker only: no duplicates
+    assert enabled.stdout.splitlines() == [f"a.py:4:10: {LOADER_MSG}", f"a.py:6:1: {MARK_STEP_MSG}"]
+    ignored = flake8("--xla-target-version=2.9", "--enable-extensions=XLA9", "--extend-ignore=XLA901", "a.py",
+                     cwd=tmp_path)
+    assert ignored.stdout == default.stdout
+
+
+def test_opt_in_rules_enabled_in_flake8_config(tmp_path) -> None:
+    (tmp_path / "setup.cfg").write_text("[flake8]\nenable-extensions = XLA9\nxla-target-version = 2.9\n")
+    (tmp_path / "a.py").write_text(LOADER)
+    result = subprocess.run([sys.executable, "-m", "flake8", "a.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert [line for line in result.stdout.splitlines() if ": XLA" in line] == [f"a.py:4:10: {LOADER_MSG}"], \
+        result.stdout + result.stderr
 
 
 def test_plugin_is_registered() -> None:

@@ -1,0 +1,642 @@
+"""What an expression holds, as far as the graph rules (XLA3xx) need to know: a tensor that may
+live on the XLA device, a tensor on the host, a host value (number, string, numpy array, dtype,
+shape), or a module. Part of the shared semantic layer; rules ask :meth:`TensorFacts.kind`.
+
+Kinds come from what produced a value: torch factories and ops, module calls, losses, device
+loaders, ``.to(device)``, ``.cpu()``, ``.item()``, Python literals and builtins. A name takes the
+kind of its last assignment before the use in the same scope (assignments ordered by where they
+end, scopes from :mod:`flake8_xla.syntax`), or, for a use before any assignment (a loop body reading last
+iteration's value), the common kind of all of them. Anything else is unknown (None): the rules
+that need a tensor stay silent on unknowns, the ones that need a host value to rule a report
+out flag them.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .flow import FSDP_ANY, dotted
+from .syntax import NodeIndex, walk
+
+DEVICE = "device"  # a tensor that may be on the XLA device
+HOST_TENSOR = "host-tensor"  # a tensor known to be on the CPU
+HOST = "host"  # not a tensor: number, string, numpy array, dtype, shape, torch.device ...
+MODULE = "module"  # an nn.Module (calling it gives device tensors)
+TENSORS = (DEVICE, HOST_TENSOR)
+
+# tensor methods and attributes whose result is a host value
+HOST_METHODS = frozenset({
+    "item", "tolist", "numpy", "size", "dim", "ndimension", "numel", "nelement", "element_size", "data_ptr",
+    "is_contiguous", "is_floating_point", "is_complex", "get_device", "stride", "storage_offset", "dim_order",
+    "__len__", "type", "untyped_storage", "is_pinned", "is_shared",
+})
+HOST_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_leaf", "grad_fn", "layout", "names",
+    "is_sparse", "itemsize", "nbytes", "is_quantized", "is_meta",
+})
+_MODULE_SELF_METHODS = frozenset({"to", "train", "eval", "cpu", "cuda", "half", "float", "double", "bfloat16",
+                                  "requires_grad_", "apply", "share_memory", "to_empty"})
+_BOOL_METHODS = frozenset({"eq", "ne", "gt", "lt", "ge", "le", "greater", "less", "logical_and", "logical_or",
+                           "logical_xor", "logical_not", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
+                           "isclose", "isin", "signbit", "bool"})
+_HOST_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "repr", "round", "isinstance", "hash", "id",
+                            "type", "format", "range", "callable", "hasattr", "ord", "chr"})
+# torch.<name>(...) calls whose result is not a tensor
+_TORCH_NOT_TENSORS = frozenset({
+    "device", "manual_seed", "seed", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_tensor",
+    "is_floating_point", "is_complex", "numel", "save", "load", "compile", "get_default_dtype", "set_default_dtype",
+    "set_printoptions", "is_grad_enabled", "get_rng_state", "set_rng_state", "use_deterministic_algorithms",
+    "autocast", "typename", "is_storage", "set_num_threads", "get_num_threads", "initial_seed", "result_type",
+    "can_cast", "promote_types", "finfo", "iinfo", "broadcast_shapes", "set_float32_matmul_precision",
+})
+_FACTORIES = frozenset({
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace",
+    "eye", "tensor", "as_tensor", "empty_strided", "scalar_tensor", "normal", "bernoulli", "multinomial",
+})
+_HOST_MODULES = ("numpy.", "math.", "time.", "random.", "os.", "sys.", "json.", "re.", "datetime.", "statistics.")
+_DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader"})
+_CPU_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_PASS_THROUGH_ITERATORS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "builtins.iter"})
+_COLLECTIVES = frozenset("torch_xla.core.xla_model." + n for n in (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"))
+
+Kind = Optional[str]
+# an iterable's elements: one kind, or a tuple of kinds for enumerate()/zip()
+Element = object
+
+
+def join(kinds: Iterable[Kind]) -> Kind:
+    """The kind of an op over operands of these kinds: a device tensor wins, then a host tensor;
+    all host values stay a host value; anything unknown otherwise."""
+    kinds = list(kinds)
+    if DEVICE in kinds:
+        return DEVICE
+    if HOST_TENSOR in kinds and all(k in (HOST_TENSOR, HOST) for k in kinds):
+        return HOST_TENSOR
+    if kinds and all(k == HOST for k in kinds):
+        return HOST
+    return None
+
+
+def _same(kinds: Sequence[Kind]) -> Kind:
+    return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
+
+
+def _is_cpu(node: Optional[ast.AST]) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``."""
+    if type(node) is ast.Constant:
+        return node.value == "cpu"
+    return type(node) is ast.Call and len(node.args) == 1 and _is_cpu(node.args[0]) and \
+        type(node.func) is ast.Attribute and node.func.attr == "device"
+
+
+def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+# A binding is a plain tuple (order, how, a, b), cheap to make by the thousand: ``order`` is
+# where it takes effect; ``how`` says what ``a`` and ``b`` are.
+_VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED = range(5)
+# _VALUE: a = the assigned expression; _AUGMENTED: a = the AugAssign; _FIXED: a = the kind;
+# _ITERATED / _UNPACKED: a = the iterable / the unpacked value, b = the target's index path
+Binding = Tuple[Tuple[int, int], int, object, tuple]
+
+
+class TensorFacts:
+    """Kinds of expressions in one file, computed on demand and memoized."""
+
+    def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]]) -> None:
+        self.index = index
+        self.qualname = qualname  # the resolved name of an imported name's use, else None
+        self._kinds: Dict[int, Kind] = {}
+        self._masks: Dict[int, bool] = {}
+        self._busy: set = set()
+        self._bindings: Dict[Tuple[int, str], List[Binding]] = {}
+        self._class_attributes: Dict[Tuple[int, str], List[Binding]] = {}  # (class, "self.x")
+        self._method_class: Dict[int, ast.ClassDef] = {}
+        self.module_classes: Dict[str, ast.ClassDef] = {}  # local nn.Module subclasses by name
+        # binding statements (and defs, for their parameters) by scope, bound on the first lookup there
+        self._pending: Dict[int, List[ast.AST]] = {}
+        self._collect()
+
+    # -- public queries ---------------------------------------------------------------------------
+    def kind(self, node: Optional[ast.AST]) -> Kind:
+        if node is None:
+            return None
+        key = id(node)
+        if key in self._kinds:
+            return self._kinds[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            value = self._kind(node)
+        finally:
+            self._busy.discard(key)
+        self._kinds[key] = value
+        return value
+
+    def is_device(self, node: Optional[ast.AST]) -> bool:
+        return self.kind(node) == DEVICE
+
+    def is_mask(self, node: Optional[ast.AST]) -> bool:
+        """A boolean tensor that may be on the device: a comparison, ``~m``, ``m & n``, ``.isnan()``..."""
+        if node is None or not self.is_device(node):
+            return False
+        key = id(node)
+        if key not in self._masks:
+            self._masks[key] = False  # cycles: not a mask
+            self._masks[key] = self._mask(node)
+        return self._masks[key]
+
+    def assigned_value(self, name: ast.Name) -> Optional[ast.expr]:
+        """The expression a name was given by the one plain assignment that reaches it, if any."""
+        bound = self._lookup(name, name.id)
+        return bound[0][2] if len(bound) == 1 and bound[0][1] == _VALUE else None
+
+    def is_module_class(self, node: ast.AST) -> bool:
+        return type(node) is ast.ClassDef and self.module_classes.get(node.name) is node
+
+    # -- collection -------------------------------------------------------------------------------
+    def _collect(self) -> None:
+        nodes_of = self.index.of
+        classes = nodes_of(ast.ClassDef)
+        for node in classes:
+            if any(self._is_module_base(b) for b in node.bases):
+                self.module_classes[node.name] = node
+            for stmt in node.body:
+                if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    self._method_class[id(stmt)] = node
+        changed = True
+        while changed:  # a subclass may come before its base in the file
+            changed = False
+            for node in classes:
+                if node.name not in self.module_classes and \
+                        any(type(b) is ast.Name and b.id in self.module_classes for b in node.bases):
+                    self.module_classes[node.name] = node
+                    changed = True
+        scope_of, pending = self.index.scope_of, self._pending
+        for node in nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
+            pending.setdefault(id(node), []).append(node)
+        for node in nodes_of(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr):
+            pending.setdefault(id(scope_of[id(node)]), []).append(node)
+
+    def _bind_scope(self, scope: ast.AST) -> None:
+        """Bind the assignments (and parameters) of one scope, the first time it is asked about."""
+        statements = self._pending.pop(id(scope), None)
+        if statements is None:
+            return
+        owner = self._method_class.get(id(scope))
+        touched = [id(scope)] + ([id(owner)] if owner is not None else [])
+        for node in statements:
+            if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                self._bind_parameters(node)
+            else:
+                self._bind_statement(node)
+        for table in (self._bindings, self._class_attributes):
+            for key, entries in table.items():
+                if key[0] in touched:
+                    entries.sort(key=_order)
+
+    @functools.cached_property
+    def may_have_modules(self) -> bool:
+        """Whether anything in the file can be a module (a local nn.Module subclass, a torch.nn
+        layer, an FSDP/DDP wrapper, torch.compile): without one, no call runs a model."""
+        if self.module_classes:
+            return True
+        for node in self.index.of(ast.Attribute, ast.Name):
+            name = self.qualname(node)
+            if name and (name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() or
+                         name in FSDP_ANY or name in ("torch.compile", "torch.nn.parallel.DistributedDataParallel")):
+                return True
+        return False
+
+    @functools.cached_property
+    def may_have_masks(self) -> bool:
+        """Whether some subscript could index with a boolean mask, judged from syntax alone: its
+        index is a comparison, ``~x``, ``a & b``, a bool-valued call, or a name assigned one."""
+        def mask_like(node: ast.AST) -> bool:
+            kind = type(node)
+            if kind is ast.Compare:
+                return not all(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops)
+            if kind is ast.UnaryOp:
+                return type(node.op) is ast.Invert
+            if kind is ast.BinOp:
+                return type(node.op) in (ast.BitAnd, ast.BitOr, ast.BitXor)
+            if kind is ast.Call:
+                func = node.func
+                return (type(func) is ast.Attribute and func.attr in _BOOL_METHODS) or \
+                    any(k.arg == "dtype" for k in node.keywords)
+            return False
+
+        named = {t.id for node in self.index.of(ast.Assign) if mask_like(node.value)
+                 for t in node.targets if type(t) is ast.Name}
+        return any(type(node.ctx) is ast.Load and (
+            mask_like(node.slice) or (type(node.slice) is ast.Name and node.slice.id in named))
+            for node in self.index.of(ast.Subscript))
+
+    @functools.cached_property
+    def _stored_names(self) -> set:
+        """Every simple name the file assigns, defines or imports (a builtin's name may be rebound)."""
+        names = {n.id for n in self.index.of(ast.Name) if type(n.ctx) is ast.Store}
+        names.update(n.name for n in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        names.update((a.asname or a.name).split(".")[0] for a in self.index.of(ast.alias))
+        return names
+
+    @functools.cached_property
+    def _opaque(self) -> set:
+        """id() of the names a comprehension or lambda binds for itself, where the enclosing code
+        uses the same name (only then could a lookup be misled)."""
+        stored, out = self._stored_names, set()
+        for node in self.index.of(ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Lambda):
+            if type(node) is ast.Lambda:
+                names, inner = {a.arg for a in node.args.args + node.args.kwonlyargs} & stored, [node.body]
+            else:
+                names = {n.id for g in node.generators for n in walk([g.target]) if type(n) is ast.Name} & stored
+                inner = [node]
+            if names:
+                out.update(id(n) for n in walk(inner) if type(n) is ast.Name and n.id in names)
+        return out
+
+    @functools.cached_property
+    def _backward(self) -> set:
+        """(id(scope), name) of every ``name.backward()``: whatever it holds is a device tensor."""
+        out = set()
+        for node in self.index.of(ast.Call):
+            if type(node.func) is ast.Attribute and node.func.attr == "backward":
+                name = dotted(node.func.value)
+                if name:
+                    out.add((id(self.index.scope_of[id(node)]), name))
+        return out
+
+    def _is_module_base(self, base: ast.expr) -> bool:
+        qualname = self.qualname(base) or ""
+        return qualname.startswith("torch.nn.") or qualname in FSDP_ANY or \
+            qualname.endswith(("PreTrainedModel", "LightningModule"))
+
+    def _add(self, scope: ast.AST, name: str, binding: Binding) -> None:
+        if name.startswith("self.") and name.count(".") == 1:
+            owner = self._method_class.get(id(scope))
+            if owner is not None:
+                self._class_attributes.setdefault((id(owner), name), []).append(binding)
+                return
+        self._bindings.setdefault((id(scope), name), []).append(binding)
+
+    def _bind_parameters(self, fn: ast.AST) -> None:
+        args = fn.args
+        positional = args.posonlyargs + args.args
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        owner = self._method_class.get(id(fn))
+        forward = owner is not None and fn.name == "forward" and self.is_module_class(owner)
+        pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+        for index, (arg, default) in enumerate(pairs):
+            if owner is not None and index == 0 and arg in positional:
+                continue  # self / cls
+            if default is None:
+                kind: Kind = DEVICE if forward else None
+            elif type(default) is ast.Constant and default.value is not None:
+                kind = HOST
+            else:
+                kind = None
+            if kind is not None:
+                self._add(fn, arg.arg, ((0, 0), _FIXED, kind, ()))
+
+    def _bind_statement(self, stmt: ast.AST) -> None:
+        scope = self.index.scope_of[id(stmt)]
+        kind = type(stmt)
+        # a binding takes effect where its statement (a loop: its target) ends
+        order = _end(stmt.target) if kind in (ast.For, ast.AsyncFor) else _end(stmt)
+        if kind is ast.Assign:
+            for target in stmt.targets:
+                self._bind_target(scope, order, target, stmt.value)
+        elif kind is ast.AnnAssign:
+            if stmt.value is not None:
+                self._bind_target(scope, order, stmt.target, stmt.value)
+        elif kind is ast.NamedExpr:
+            self._bind_target(scope, order, stmt.target, stmt.value)
+        elif kind is ast.AugAssign:
+            name = dotted(stmt.target)
+            if name:
+                self._add(scope, name, (order, _AUGMENTED, stmt, ()))
+        else:  # for loops
+            self._bind_element(scope, order, stmt.target, _ITERATED, stmt.iter, ())
+
+    def _bind_target(self, scope: ast.AST, order: Tuple[int, int], target: ast.expr, value: ast.expr) -> None:
+        if type(target) in (ast.Tuple, ast.List):
+            if type(value) in (ast.Tuple, ast.List) and len(value.elts) == len(target.elts) and \
+                    not any(type(e) is ast.Starred for e in target.elts + value.elts):
+                for sub, sub_value in zip(target.elts, value.elts):
+                    self._bind_target(scope, order, sub, sub_value)
+            else:
+                self._bind_element(scope, order, target, _UNPACKED, value, ())
+            return
+        name = dotted(target)
+        if name:
+            self._add(scope, name, (order, _VALUE, value, ()))
+
+    def _bind_element(self, scope: ast.AST, order: Tuple[int, int], target: ast.expr, how: int,
+                      source: ast.expr, path: tuple) -> None:
+        """Bind a loop or unpacking target (``path``: where it sits in a nested target tuple)."""
+        if type(target) in (ast.Tuple, ast.List):
+            for index, sub in enumerate(target.elts):
+                self._bind_element(scope, order, sub, how, source, path + (-1 if type(sub) is ast.Starred else index,))
+            return
+        name = dotted(target)
+        if name:
+            self._add(scope, name, (order, how, source, path))
+
+    def _binding_kind(self, binding: Binding) -> Kind:
+        _, how, a, path = binding
+        if how == _VALUE:
+            return self.kind(a)
+        if how == _FIXED:
+            return a
+        if how == _AUGMENTED:
+            return join([self.kind(a.target), self.kind(a.value)])
+        whole = self._element(a) if how == _ITERATED else self._unpacked(a)
+        for index in path:
+            if type(whole) is tuple:
+                whole = whole[index] if 0 <= index < len(whole) else None
+            else:
+                whole = whole if whole in TENSORS else None
+        return _flat(whole)
+
+    def _binding_mask(self, binding: Binding) -> bool:
+        _, how, a, _ = binding
+        if how == _VALUE:
+            return self.is_mask(a)
+        return how == _AUGMENTED and type(a.op) in (ast.BitAnd, ast.BitOr) and self.is_mask(a.target)
+
+    def _unpacked(self, value: ast.expr) -> Element:
+        kind = self.kind(value)
+        return kind if kind in TENSORS else None
+
+    def _element(self, iterable: ast.expr) -> Element:
+        """What iterating ``iterable`` yields."""
+        if type(iterable) is ast.Call:
+            qualname = self._callee(iterable)
+            args = iterable.args
+            if qualname == "builtins.enumerate" and args:
+                return (HOST, self._element(args[0]))
+            if qualname == "builtins.zip":
+                return tuple(self._element(a) for a in args)
+            if qualname == "builtins.range":
+                return HOST
+            if qualname in _PASS_THROUGH_ITERATORS and args:
+                return self._element(args[0])
+            if type(iterable.func) is ast.Attribute and iterable.func.attr == "per_device_loader":
+                return DEVICE
+        source = self.loader(iterable)
+        if source is not None:
+            return source
+        kind = self.kind(iterable)
+        return kind if kind in TENSORS else (HOST if kind == HOST else None)
+
+    def loader(self, expr: ast.expr) -> Kind:
+        """DEVICE for an MpDeviceLoader / per_device_loader, HOST_TENSOR for a plain DataLoader
+        (its batches are on the CPU), else None; follows one plain assignment."""
+        value = (self.assigned_value(expr) or expr) if type(expr) is ast.Name else expr
+        if type(value) is not ast.Call:
+            return None
+        qualname = self._callee(value)
+        if qualname in _DEVICE_LOADERS or \
+                (type(value.func) is ast.Attribute and value.func.attr == "per_device_loader"):
+            return DEVICE
+        if qualname in _CPU_LOADERS:
+            return HOST_TENSOR
+        return None
+
+    # -- names ------------------------------------------------------------------------------------
+    def _callee(self, call: ast.Call) -> Optional[str]:
+        qualname = self.qualname(call.func)
+        if qualname is None and type(call.func) is ast.Name and call.func.id in _BUILTIN_NAMES and \
+                not self._bound_anywhere(call.func.id):
+            return "builtins." + call.func.id
+        return qualname
+
+    def _bound_anywhere(self, name: str) -> bool:
+        return name in self._stored_names
+
+    def _lookup(self, node: ast.expr, name: str) -> List[Binding]:
+        """The assignments of a (dotted) name that may reach ``node``: the last one before it in
+        its scope, else all of them (a loop body reading the previous iteration's value), else the
+        enclosing scopes' (a closure), else a ``self.x`` set in any method of the class."""
+        if id(node) in self._opaque:
+            return []
+        scope = self.index.scope_of.get(id(node))
+        if scope is None:
+            return []
+        self._bind_scope(scope)
+        entries = self._bindings.get((id(scope), name))
+        if entries:
+            at = (node.lineno, node.col_offset)
+            before = [b for b in entries if b[0] <= at]
+            return before[-1:] or entries
+        if name.startswith("self."):
+            owner = self._method_class.get(id(scope))
+            if owner is None:
+                return []
+            for method in owner.body:
+                self._bind_scope(method)
+            return self._class_attributes.get((id(owner), name), [])
+        for outer in self.index.enclosing(scope):
+            self._bind_scope(outer)
+            entries = self._bindings.get((id(outer), name))
+            if entries:
+                return entries
+        return []
+
+    def _name(self, node: ast.expr, name: str) -> Tuple[Kind, bool]:
+        """Kind and mask-ness of a (dotted) name where ``node`` uses it."""
+        bound = self._lookup(node, name)
+        kind = _same([self._binding_kind(b) for b in bound]) if bound else None
+        if kind is None and self._backward and \
+                (id(self.index.scope_of.get(id(node))), name) in self._backward:
+            return DEVICE, False
+        return kind, bool(bound) and all(self._binding_mask(b) for b in bound)
+
+    # -- kinds ------------------------------------------------------------------------------------
+    def _kind(self, node: ast.AST) -> Kind:
+        kind = type(node)
+        if kind is ast.Name:
+            if self.qualname(node) is not None:
+                return HOST  # an imported module, function or constant
+            return self._name(node, node.id)[0]
+        if kind is ast.Attribute:
+            return self._attribute(node)
+        if kind is ast.Call:
+            return self._call(node)
+        if kind is ast.BinOp:
+            return join([self.kind(node.left), self.kind(node.right)])
+        if kind is ast.Compare:
+            if all(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops):
+                return HOST
+            return join([self.kind(node.left)] + [self.kind(c) for c in node.comparators])
+        if kind is ast.UnaryOp:
+            return HOST if type(node.op) is ast.Not else self.kind(node.operand)
+        if kind is ast.Subscript:
+            base = self.kind(node.value)
+            return base if base in (DEVICE, HOST_TENSOR, HOST) else None
+        if kind in (ast.Constant, ast.JoinedStr):
+            return HOST
+        if kind is ast.IfExp:
+            return _same([self.kind(node.body), self.kind(node.orelse)])
+        if kind is ast.BoolOp:
+            return _same([self.kind(v) for v in node.values])
+        if kind is ast.NamedExpr:
+            return self.kind(node.value)
+        return None
+
+    def _attribute(self, node: ast.Attribute) -> Kind:
+        if self.qualname(node) is not None:
+            return HOST  # torch.float32, xm.REDUCE_SUM ...
+        name = dotted(node)
+        if name and name.startswith("self.") and name.count(".") == 1:
+            found = self._name(node, name)[0]
+            if found is not None:
+                return found
+        base = self.kind(node.value)
+        if node.attr in HOST_ATTRIBUTES and base != MODULE:
+            return HOST
+        if base in (DEVICE, HOST_TENSOR):
+            return base  # .T, .grad, .data, or a field of a model's output (outputs.loss)
+        return HOST if base == HOST else None
+
+    def _call(self, call: ast.Call) -> Kind:
+        qualname = self._callee(call)
+        if qualname is not None:
+            return self._api_call(call, qualname)
+        func = call.func
+        if type(func) is ast.Name:
+            if func.id in self.module_classes:
+                return MODULE
+            return DEVICE if self.kind(func) == MODULE else None
+        if type(func) is not ast.Attribute:
+            return None
+        receiver, method = self.kind(func.value), func.attr
+        if receiver == MODULE:
+            if method in _MODULE_SELF_METHODS:
+                return MODULE
+            return DEVICE if method == "forward" else None
+        if method in HOST_METHODS:
+            return HOST
+        if method == "cpu":
+            return HOST_TENSOR
+        if receiver == HOST:
+            return HOST
+        if receiver not in TENSORS:
+            return None
+        if method == "to":
+            where = call.args[0] if call.args else _keyword(call, "device")
+            if where is None or self._is_dtype(where):
+                return receiver
+            return HOST_TENSOR if _is_cpu(where) else DEVICE
+        if method == "backward":
+            return None
+        return receiver
+
+    def _is_dtype(self, node: ast.expr) -> bool:
+        qualname = self.qualname(node) or ""
+        return qualname.startswith("torch.") and qualname.count(".") == 1 and qualname[6:] in _DTYPES
+
+    def _api_call(self, call: ast.Call, qualname: str) -> Kind:
+        args = [a for a in call.args if type(a) is not ast.Starred]
+        if qualname.startswith("builtins."):
+            name = qualname[9:]
+            if name in _HOST_BUILTINS:
+                return HOST
+            if name in ("abs", "min", "max", "sum"):
+                return join(self.kind(a) for a in args) if args else None
+            return None
+        if qualname in FSDP_ANY or qualname == "torch.nn.parallel.DistributedDataParallel":
+            return MODULE
+        if qualname.startswith(_HOST_MODULES):
+            return HOST
+        if qualname in _COLLECTIVES:
+            return DEVICE
+        if qualname == "torch_xla.core.xla_model.mesh_reduce":
+            return HOST
+        if not qualname.startswith("torch."):
+            return None
+        parts = qualname.split(".")
+        if parts[1] == "nn":
+            if len(parts) > 2 and parts[2] == "functional":
+                return self._operands(call)
+            if parts[-1] == "Parameter":
+                return DEVICE if args and self.kind(args[0]) == DEVICE else None
+            return MODULE if parts[-1][:1].isupper() and len(parts) == 3 else None
+        if qualname == "torch.compile":
+            return MODULE if args and self.kind(args[0]) == MODULE else None
+        if len(parts) == 3 and parts[1] in ("linalg", "fft", "special"):
+            return self._operands(call)
+        if len(parts) != 2 or not parts[1][:1].islower() or parts[1] in _TORCH_NOT_TENSORS:
+            return None
+        name = parts[1]
+        if name in _FACTORIES or name == "from_numpy":
+            device = _keyword(call, "device")
+            if device is None:
+                return HOST_TENSOR
+            return HOST_TENSOR if _is_cpu(device) else DEVICE
+        if name.endswith("_like"):
+            device = _keyword(call, "device")
+            if device is not None:
+                return HOST_TENSOR if _is_cpu(device) else DEVICE
+            return self.kind(args[0]) if args else None
+        return self._operands(call)
+
+    def _operands(self, call: ast.Call) -> Kind:
+        """The kind of a torch op's result: a tensor, on the CPU only when every tensor argument
+        (lists of tensors included) is known to be there."""
+        kinds = []
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            items = arg.elts if type(arg) in (ast.List, ast.Tuple) else [arg]
+            kinds.extend(self.kind(i) for i in items)
+        if HOST_TENSOR in kinds and all(k in (HOST_TENSOR, HOST) for k in kinds):
+            return HOST_TENSOR
+        return DEVICE
+
+    # -- masks ------------------------------------------------------------------------------------
+    def _mask(self, node: ast.AST) -> bool:
+        kind = type(node)
+        if kind is ast.Compare:
+            return not all(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops)
+        if kind is ast.UnaryOp:
+            return type(node.op) is ast.Invert and self.is_mask(node.operand)
+        if kind is ast.BinOp:
+            return type(node.op) in (ast.BitAnd, ast.BitOr, ast.BitXor) and \
+                (self.is_mask(node.left) or self.is_mask(node.right))
+        if kind is ast.Name or (kind is ast.Attribute and (dotted(node) or "").startswith("self.")):
+            return self._name(node, dotted(node))[1]
+        if kind is ast.Call:
+            qualname = self.qualname(node.func) or ""
+            if qualname.startswith("torch.") and qualname.rsplit(".", 1)[-1] in _BOOL_METHODS:
+                return True
+            func = node.func
+            if type(func) is ast.Attribute and qualname == "":
+                if func.attr in _BOOL_METHODS:
+                    return True
+                if func.attr == "to" and node.args and self.qualname(node.args[0]) == "torch.bool":
+                    return True
+            dtype = _keyword(node, "dtype")
+            return dtype is not None and self.qualname(dtype) == "torch.bool"
+        return False
+
+
+def _order(binding: Binding) -> Tuple[int, int]:
+    return binding[0]
+
+
+def _end(node: ast.AST) -> Tuple[int, int]:
+    return node.end_lineno, node.end_col_offset
+
+
+def _flat(element: Element) -> Kind:
+    return None if type(element) is tuple else element
+
+
+_BUILTIN_NAMES = frozenset(_HOST_BUILTINS | {"abs", "min", "max", "sum", "enumerate", "zip", "iter"})
+_DTYPES = frozenset({
+    "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int8", "int16", "short", "int32",
+    "int", "int64", "long", "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
+})

@@ -1,0 +1,171 @@
+"""XLA303 host-sync-in-step."""
+import ast
+from typing import Iterator, Optional, Tuple
+
+from flake8_xla.graph import WHERE, spelled
+from flake8_xla.loops import COMPILED, DYNAMO
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
+
+# tensor methods that copy to the host; flagged unless the receiver is known not to be a device tensor
+READS = frozenset({"item", "tolist", "numpy", "cpu"})
+# builtins and calls that read a value they are given; flagged only for a known device tensor
+CONVERSIONS = frozenset({"float", "int", "bool", "str", "repr", "format", "print"})
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+SCALAR_WRITERS = frozenset({"add_scalar", "add_scalars"})  # tensorboard's writers call .item()
+RULED_OUT = (HOST, HOST_TENSOR, MODULE)
+LOOP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
+        "device = torch_xla.device()\nmodel = torch.nn.Linear(8, 2).to(device)\n"
+        "loss_fn = torch.nn.CrossEntropyLoss()\n"
+        "for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n"
+        "    optimizer.zero_grad()\n    loss = loss_fn(model(data), target)\n    loss.backward()\n"
+        "    optimizer.step()\n")
+INSTEAD = ("keep the value on the device and read it every N steps (under `if step % N == 0:`) or in a step "
+           "closure (xla_compat.add_step_closure / xm.add_step_closure)")
+
+
+class HostSyncInStep(Rule):
+    code = "XLA303"
+    name = "host-sync-in-step"
+    summary = "A device-to-host transfer on every step: .item(), .cpu(), print or float() of a tensor"
+    what_it_does = (
+        "Flags, in code that runs once per step, reads of a tensor's value on the host: `.item()`, "
+        "`.tolist()`, `.numpy()`, `.cpu()`, `.to(\"cpu\")` (unless the receiver is known to be a host value, "
+        "a CPU tensor or a module), and `float()`, `int()`, `bool()`, `str()`, `repr()`, `print()`, f-strings, "
+        "`%`-formatting, logging calls and tensorboard `add_scalar` of a known device tensor. Code runs once per "
+        "step in a training loop (its body calls `.backward()`, `optimizer.step()` or `xm.optimizer_step`), a "
+        "loop that runs a model on device tensors (evaluation, token-by-token generation), a function under "
+        "`torch_xla.compile`/`torch_xla.step` or `torch.compile(backend=\"openxla\")`, and `forward()` of an "
+        "`nn.Module`. Code under `if step % N == 0:`, after the loop, and in callbacks (nested functions and "
+        "lambdas, e.g. a step closure) is fine, and so are shape reads (`x.shape`, `x.size(0)`, `len(x)`)."
+    )
+    why_bad = (
+        "XLA tensors are lazy: reading a value cuts the graph traced so far, compiles and runs it, and copies "
+        "the result to the host while the host waits (`TransferFromDeviceTime`, `aten::_local_scalar_dense`). "
+        "Every step the step's graph then runs in two pieces and tracing no longer overlaps execution. Under "
+        "`torch_xla.compile(full_graph=True)` it raises; under `torch.compile(backend=\"openxla\")` it is a "
+        "graph break. A step closure runs after the step's sync, when the value is ready."
+    )
+    fix_safety = "No automatic fix: where the value should be read is a choice."
+    references = ("https://github.com/pytorch/xla/blob/master/docs/source/learn/troubleshoot.md",
+                  "https://github.com/pytorch/xla/blob/master/docs/source/learn/xla-advanced.md")
+    valid = (
+        Example(LOOP + "    torch_xla.sync()\n    if step % 100 == 0:\n"
+                "        print(f'step {step} loss {loss.item()}')\n",
+                title="throttled logging"),
+        Example(LOOP + "    torch_xla.sync()\n    xm.add_step_closure(lambda: print(loss.item()))\n"
+                "print(loss.item())\n", title="a step closure, and after the loop"),
+        Example("import numpy as np\nimport torch\nimport torch_xla\n\nfor data, target in loader:\n"
+                "    loss = loss_fn(model(data), target)\n    loss.backward()\n    optimizer.step()\n"
+                "    counts = np.bincount(target.shape)\n    n = counts.sum().item() + data.size(0) + len(data)\n",
+                title="host values and shape reads"),
+    )
+    invalid = (
+        Example(
+            LOOP + "    torch_xla.sync()\n    total += loss.item()\n",
+            expect=((14, 14, "loss.item() forces a device-to-host transfer on every training step: the pending graph "
+                             "is cut and run there and the host waits for it; " + INSTEAD),),
+        ),
+        Example(
+            LOOP + "    print(f'loss: {loss}')\n",
+            expect=((13, 11, "formatting loss in an f-string forces a device-to-host transfer on every training "
+                             "step: the pending graph is cut and run there and the host waits for it; " + INSTEAD),),
+            title="printing a tensor",
+        ),
+        Example(
+            "import torch\nimport torch_xla\n\nmodel = torch.nn.Linear(8, 8).to(torch_xla.device())\n"
+            "tokens = torch.zeros(1, 1, dtype=torch.long, device=torch_xla.device())\n"
+            "for _ in range(32):\n    logits = model(tokens)\n    next_token = logits.argmax(-1)\n"
+            "    generated.append(int(next_token))\n",
+            expect=((9, 22, "int(next_token) forces a device-to-host transfer on every iteration of a loop that "
+                            "runs the model: the pending graph is cut and run there and the host waits for it; "
+                            + INSTEAD),),
+            title="token-by-token generation",
+        ),
+        Example(
+            "import torch_xla\n\n@torch_xla.compile\ndef train_step(data, target):\n"
+            "    loss = loss_fn(model(data), target)\n    loss.backward()\n    optimizer.step()\n"
+            "    return loss.item()\n",
+            expect=((8, 12, "loss.item() in a torch_xla.compile step forces a device-to-host transfer: the traced "
+                            "graph is cut and executed mid-step (with full_graph=True it raises); return the tensor "
+                            "from the step and read it outside, every N steps"),),
+            title="inside a compiled step",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        regions = ctx.step_regions
+        for node in ctx.nodes_of(ast.Call, ast.JoinedStr, ast.BinOp):
+            region = regions.region_of(node)
+            if region is None:
+                continue
+            label = self._read(ctx, node)
+            if label is None:
+                continue
+            if region.kind == COMPILED:
+                message = (f"{label} in a torch_xla.compile step forces a device-to-host transfer: the traced graph "
+                           "is cut and executed mid-step (with full_graph=True it raises); return the tensor from the "
+                           "step and read it outside, every N steps")
+            elif region.kind == DYNAMO:
+                message = (f'{label} in a torch.compile(backend="openxla") function breaks the graph: Dynamo splits '
+                           "the function around it and copies the value to the host; return the tensor and read it "
+                           "outside the compiled function")
+            else:
+                message = (f"{label} forces a device-to-host transfer {WHERE[region.kind]}: the pending graph is cut "
+                           f"and run there and the host waits for it; {INSTEAD}")
+            yield self.diagnostic(ctx, node, message)
+
+    @staticmethod
+    def _read(ctx: FileContext, node: ast.AST) -> Optional[str]:
+        """How the message names ``node`` when it reads a device tensor's value on the host, else None."""
+        kind = ctx.tensors.kind
+        if type(node) is ast.JoinedStr:
+            value = next((v.value for v in node.values if type(v) is ast.FormattedValue and kind(v.value) == DEVICE),
+                         None)
+            return None if value is None else f"formatting {spelled(value, 'a tensor')} in an f-string"
+        if type(node) is ast.BinOp:
+            if type(node.op) is ast.Mod and type(node.left) is ast.Constant and isinstance(node.left.value, str):
+                values = node.right.elts if type(node.right) is ast.Tuple else [node.right]
+                value = next((v for v in values if kind(v) == DEVICE), None)
+                return None if value is None else f"formatting {spelled(value, 'a tensor')} with %"
+            return None
+        func = node.func
+        if type(func) is ast.Attribute:
+            method = func.attr
+            if method in READS or (method == "to" and _to_cpu(node)):
+                if kind(func.value) in RULED_OUT or node.args and method != "to":
+                    return None
+                return spelled(node, f".{method}()")
+            value, how = _logged(ctx, node)
+            if value is not None:
+                return f"{how} {spelled(value, 'a tensor')}"
+            if method == "format" and type(func.value) is ast.Constant:
+                value = next((a for a in node.args if kind(a) == DEVICE), None)
+                return None if value is None else f"formatting {spelled(value, 'a tensor')} with str.format"
+            return None
+        if type(func) is ast.Name and func.id in CONVERSIONS and ctx.flow.qualname(func) is None:
+            value = next((a for a in node.args if kind(a) == DEVICE), None)
+            if value is not None:
+                return spelled(node, f"{func.id}({spelled(value, '...')})")
+        return None
+
+
+def _to_cpu(call: ast.Call) -> bool:
+    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    return type(where) is ast.Constant and where.value == "cpu"
+
+
+def _logged(ctx: FileContext, call: ast.Call) -> Tuple[Optional[ast.expr], str]:
+    """A device tensor handed to a logging call or a tensorboard scalar writer, with the verb."""
+    func = call.func
+    receiver = ast.unparse(func.value).lower()
+    qualname = ctx.flow.qualname(func) or ""
+    if func.attr in SCALAR_WRITERS:
+        how = "writing"
+    elif func.attr in LOG_METHODS and (qualname.startswith("logging.") or "log" in receiver):
+        how = "logging"
+    else:
+        return None, ""
+    kind = ctx.tensors.kind
+    values = list(call.args) + [k.value for k in call.keywords]
+    return next((v for v in values if kind(v) == DEVICE), None), how

@@ -1,0 +1,185 @@
+"""XLA305 training-loop-without-sync."""
+import ast
+from typing import Dict, Iterator, List, Set
+
+from flake8_xla.syntax import walk
+from flake8_xla.loops import COMPILED, DYNAMO, StepRegions
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.tensors import HOST_TENSOR
+from flake8_xla.versions import Version
+
+SYNCS = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
+BARRIER_STEPS = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
+STEP_SCOPES = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
+                         "torch_xla.torch_xla.step"})
+EAGER = frozenset({"torch_xla.experimental.eager_mode", "torch_xla._XLAC._set_use_eager_mode"})
+ITERATORS = frozenset({"enumerate", "zip", "iter", "tqdm"})
+HEADER = "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader\n\n"
+SETUP = ("device = torch_xla.device()\nmodel = torch.nn.Linear(8, 2).to(device)\n"
+         "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+         "loader = DataLoader(dataset, batch_size=32, drop_last=True)\n")
+BODY = ("    data, target = data.to(device), target.to(device)\n    optimizer.zero_grad()\n"
+        "    loss = torch.nn.functional.cross_entropy(model(data), target)\n    loss.backward()\n"
+        "    optimizer.step()\n")
+
+
+class TrainingLoopWithoutSync(Rule):
+    code = "XLA305"
+    name = "training-loop-without-sync"
+    summary = "A training loop over a plain DataLoader that never syncs the graph"
+    what_it_does = (
+        "Flags a training loop (its body calls `.backward()`, `optimizer.step()` or `xm.optimizer_step`) whose "
+        "data provably does not come from a device loader (it iterates a `torch.utils.data.DataLoader` built in "
+        "the file, a `range()` or a literal, and draws no batches from anything else) and that never cuts the "
+        "graph: no `torch_xla.sync()` / `xm.mark_step()` in it, in a loop around it, or in a function of this "
+        "file it calls; no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / `torch_xla.step` "
+        "around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an iterable the "
+        "analysis cannot see (a function parameter) are fine: the device loader syncs after every batch."
+    )
+    why_bad = (
+        "Lazy tensors only record operations; a sync is what compiles and runs them. Without one, each step's "
+        "operations are appended to one graph that grows for as long as the loop runs and executes only when "
+        "something reads a value (a print, a checkpoint), and then as a single huge, ever-new graph. "
+        "`xm.optimizer_step` syncs only with `barrier=True`; `MpDeviceLoader` syncs for you."
+    )
+    fix_safety = "No automatic fix: where the step ends is for the author to say."
+    references = ("https://github.com/pytorch/xla/blob/master/docs/source/learn/xla-advanced.md",
+                  "https://github.com/pytorch/xla/blob/master/docs/source/learn/pytorch-on-xla-devices.md")
+    valid = (
+        Example(HEADER + SETUP + "for data, target in loader:\n" + BODY + "    torch_xla.sync()\n",
+                title="a sync at the end of each step"),
+        Example(HEADER + "import torch_xla.distributed.parallel_loader as pl\n\n" + SETUP +
+                "for data, target in pl.MpDeviceLoader(loader, device):\n" + BODY,
+                title="MpDeviceLoader syncs after every batch"),
+        Example(HEADER + "\ndef train(model, loader, optimizer):\n    for data, target in loader:\n"
+                "        model(data).sum().backward()\n        optimizer.step()\n",
+                title="an iterable the analysis cannot see"),
+        Example(HEADER + SETUP + "\n@torch_xla.compile\ndef step_fn(data, target):\n"
+                "    optimizer.zero_grad()\n    torch.nn.functional.cross_entropy(model(data), target).backward()\n"
+                "    optimizer.step()\n\nfor data, target in loader:\n"
+                "    step_fn(data.to(device), target.to(device))\n",
+                title="the step traced by torch_xla.compile"),
+    )
+    invalid = (
+        Example(
+            HEADER + SETUP + "for epoch in range(10):\n    for data, target in loader:\n" +
+            BODY.replace("\n    ", "\n        ").replace("    data", "        data", 1),
+            expect=((10, 5, "this training loop never syncs the graph: every step is appended to one lazy graph "
+                            "that grows until something reads a value; end each step with torch_xla.sync(), or "
+                            "iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every "
+                            "batch)"),),
+        ),
+        Example(
+            HEADER + SETUP + "it = iter(loader)\nfor step in range(1000):\n    data, target = next(it)\n" + BODY,
+            target="2.3",
+            expect=((10, 1, "this training loop never syncs the graph: every step is appended to one lazy graph "
+                            "that grows until something reads a value; end each step with xm.mark_step(), or "
+                            "iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every "
+                            "batch)"),),
+            title="a range loop drawing from a plain DataLoader, on torch_xla 2.3",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        regions: StepRegions = ctx.step_regions
+        if not regions.training_loops:
+            return
+        qualname = ctx.flow.qualname
+        if any(r.qualname in EAGER for r in ctx.model.references):
+            return
+        syncing = _syncing_functions(ctx)
+        cut: Set[int] = set()  # loops whose body syncs, and the loops inside them
+        for loop in ctx.nodes_of(ast.For, ast.AsyncFor, ast.While):
+            inside = walk([loop])
+            if any(_cuts(qualname, node, syncing) for node in inside):
+                cut.update(id(n) for n in inside if type(n) in (ast.For, ast.AsyncFor, ast.While))
+        sync = "torch_xla.sync()" if ctx.target.version >= Version(2, 4) else "xm.mark_step()"
+        for step in regions.training_loops:
+            loop = step.loop
+            region = regions.region_of(loop)
+            if id(loop) in cut or (region is not None and region.kind in (COMPILED, DYNAMO)):
+                continue
+            if type(loop) is not ast.For or not _plain(ctx, loop.iter):
+                continue
+            draws = [call.args[0] for call in walk([loop]) if type(call) is ast.Call and
+                     type(call.func) is ast.Name and call.func.id == "next" and call.args]
+            if not all(_plain(ctx, source) for source in draws):
+                continue
+            yield self.diagnostic(ctx, loop, (
+                "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
+                f"until something reads a value; end each step with {sync}, or iterate a "
+                "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    if type(func) is ast.Name:
+        return func.id
+    if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
+        return func.attr
+    return ""
+
+
+def _cuts(qualname, node: ast.AST, syncing: Set[str]) -> bool:
+    """Whether ``node`` syncs the graph: a sync, a barrier optimizer step, a compiled step, or a
+    call of a function of this file that does one of those."""
+    if type(node) is ast.Call:
+        name = qualname(node.func)
+        if name in SYNCS or name in STEP_SCOPES:
+            return True
+        if name in BARRIER_STEPS and any(k.arg == "barrier" and not (type(k.value) is ast.Constant and
+                                                                     k.value.value is False) for k in node.keywords):
+            return True
+        return _called_name(node) in syncing
+    if type(node) in (ast.With, ast.AsyncWith):
+        return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in STEP_SCOPES
+                   for i in node.items)
+    return False
+
+
+def _syncing_functions(ctx: FileContext) -> Set[str]:
+    """Names of the functions and methods of this file that sync (directly or through each other),
+    and of those compiled as a step."""
+    qualname = ctx.flow.qualname
+    functions: Dict[str, List[ast.AST]] = {}
+    for node in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
+        functions.setdefault(node.name, []).append(node)
+    syncing = {name for name, defs in functions.items()
+               if any(any(qualname(d.func if type(d) is ast.Call else d) in STEP_SCOPES for d in fn.decorator_list)
+                      for fn in defs)}
+    for node in ctx.nodes_of(ast.Assign):  # step = torch_xla.compile(fn)
+        if type(node.value) is ast.Call and qualname(node.value.func) in STEP_SCOPES:
+            syncing.update(t.id for t in node.targets if type(t) is ast.Name)
+    bodies = {name: [n for fn in defs for n in walk([fn])] for name, defs in functions.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name, nodes in bodies.items():
+            if name not in syncing and any(_cuts(qualname, n, syncing) for n in nodes):
+                syncing.add(name)
+                changed = True
+    return syncing
+
+
+def _plain(ctx: FileContext, expr: ast.expr) -> bool:
+    """Whether iterating ``expr`` provably yields host data: a DataLoader of this file, range(), a
+    literal, or enumerate/zip/iter/tqdm of those."""
+    if type(expr) in (ast.List, ast.Tuple):
+        return True
+    if type(expr) is ast.Name:
+        value = ctx.tensors.assigned_value(expr)
+        if value is not None and type(value) is ast.Call and _iterator_of(value):
+            return _plain(ctx, value)
+    if type(expr) is ast.Call:
+        callee = _iterator_of(expr)
+        if callee == "range":
+            return True
+        if callee:
+            return bool(expr.args) and all(_plain(ctx, a) for a in expr.args)
+    return ctx.tensors.loader(expr) == HOST_TENSOR
+
+
+def _iterator_of(call: ast.Call) -> str:
+    func = call.func
+    name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+    return name if name in ITERATORS or name == "range" else ""

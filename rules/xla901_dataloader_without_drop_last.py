@@ -1,0 +1,98 @@
+"""XLA901 dataloader-without-drop-last."""
+import ast
+from typing import Iterator
+
+from flake8_xla.flow import argument
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
+_BATCH_SIZE, _BATCH_SAMPLER, _DROP_LAST = 1, 4, 8
+HEADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\n"
+
+
+class DataloaderWithoutDropLast(Rule):
+    code = "XLA901"
+    name = "dataloader-without-drop-last"
+    summary = "A batching DataLoader without drop_last=True in a torch_xla program"
+    off_by_default = True
+    what_it_does = (
+        "In a file that uses torch_xla, flags `torch.utils.data.DataLoader(...)` calls (any import form) "
+        "that batch (`batch_size` other than 1 or None) without `drop_last=True`, including an explicit "
+        "`drop_last=False`. Loaders given a `batch_sampler` (the sampler decides about the last batch), "
+        "`**kwargs`, `*args` or a `drop_last` that is not a constant are not reported: the call may be "
+        "fine. It is a heuristic and off by default: evaluation loaders often keep the last batch on "
+        "purpose."
+    )
+    why_bad = (
+        "When the dataset size is not a multiple of the batch size, the last batch of every epoch is "
+        "smaller. XLA compiles one graph per input shape, so that batch compiles the whole step once "
+        "more (forward, backward and optimizer), which on a TPU can take minutes, and each distinct "
+        "leftover size (per dataset, per replica) adds another graph. `drop_last=True` keeps one shape; "
+        "where every sample counts, pad the last batch to the full size instead."
+    )
+    fix_safety = ("No automatic fix: dropping the last batch changes which samples are trained on or "
+                  "evaluated; choose between drop_last=True and padding.")
+    references = ("https://github.com/pytorch/xla/blob/v2.9.0/docs/source/perf/recompilation.md",
+                  "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
+    valid = (
+        Example(HEADER + "loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)\n",
+                title="drop_last=True"),
+        Example(HEADER + "loader = DataLoader(train_set, batch_sampler=BucketSampler(train_set, 64))\n",
+                title="a batch sampler decides"),
+        Example(HEADER + "loader = DataLoader(stream, batch_size=None)\nsingles = DataLoader(train_set)\n",
+                title="no batching, or batches of one"),
+        Example(HEADER + "loader = DataLoader(train_set, **loader_kwargs)\n"
+                "other = DataLoader(train_set, batch_size=64, drop_last=args.drop_last)\n",
+                title="unknown arguments"),
+        Example("from torch.utils.data import DataLoader\n\nloader = DataLoader(train_set, batch_size=64)\n",
+                title="not a torch_xla file"),
+    )
+    invalid = (
+        Example(
+            HEADER + "loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
+            expect=((4, 10, "DataLoader(...) without drop_last=True yields a smaller last batch when the dataset "
+                            "size is not a multiple of batch_size: a new input shape that XLA compiles as a "
+                            "separate graph; pass drop_last=True, or pad the last batch to the full size"),),
+        ),
+        Example(
+            "import torch.utils.data\nimport torch_xla.distributed.parallel_loader as pl\n\n"
+            "loader = torch.utils.data.DataLoader(dataset, 32, True, None, None, 4, None, False, False)\n"
+            "device_loader = pl.MpDeviceLoader(loader, device)\n",
+            expect=((4, 10, "torch.utils.data.DataLoader(..., drop_last=False) yields a smaller last batch when "
+                            "the dataset size is not a multiple of batch_size: a new input shape that XLA compiles "
+                            "as a separate graph; pass drop_last=True, or pad the last batch to the full size"),),
+            title="drop_last=False, given positionally",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        loaders = [r for r in ctx.model.references if r.call is not None and r.qualname in DATALOADER]
+        if not loaders or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
+                                  for r in ctx.model.references):
+            return
+        for ref in loaders:
+            call = ref.call
+            if any(kw.arg is None for kw in call.keywords) or any(type(a) is ast.Starred for a in call.args):
+                continue  # **kwargs / *args: the arguments are unknown
+            sampler = argument(call, _BATCH_SAMPLER, "batch_sampler")
+            if sampler is not None and not _is(sampler, None):
+                continue
+            size = argument(call, _BATCH_SIZE, "batch_size")
+            if size is None or _is(size, None) or _is(size, 1):
+                continue  # batch_size defaults to 1: every batch is full
+            drop = argument(call, _DROP_LAST, "drop_last")
+            if drop is not None and (type(drop) is not ast.Constant or drop.value):
+                continue  # drop_last=True, or not known here
+            spelled = ref.written_prefix(ref.qualname)
+            written = f"{spelled}(...) without drop_last=True" if drop is None else \
+                f"{spelled}(..., drop_last={drop.value!r})"
+            yield self.diagnostic(ctx, call, (
+                f"{written} yields a smaller last batch when the dataset size is not a multiple of batch_size: "
+                "a new input shape that XLA compiles as a separate graph; pass drop_last=True, or pad the last "
+                "batch to the full size"))
+
+
+def _is(node: ast.AST, value: object) -> bool:
+    """``node`` is the constant ``value`` (1 is not True here)."""
+    return type(node) is ast.Constant and type(node.value) is type(value) and node.value == value
