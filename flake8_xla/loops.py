@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence
 
@@ -20,6 +21,7 @@ from .semantic import Reference
 # calls that mark a loop body as one training step
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -42,9 +44,9 @@ def _marks_a_step(node: ast.AST, qualnames: Dict[int, str]) -> bool:
     if qualnames.get(id(func)) in STEP_MARKERS:
         return True
     # loss.backward() / optimizer.step() / opt.step(closure): the receiver's type is unknown, so the
-    # method name with no (or one) argument is the signal
+    # method name with autograd's arguments (a turtle's backward(100) has a distance) is the signal
     return type(func) is ast.Attribute and (
-        (func.attr == "backward" and not node.keywords) or
+        (func.attr == "backward" and not node.args and all(k.arg in _BACKWARD_KEYWORDS for k in node.keywords)) or
         (func.attr == "step" and len(node.args) <= 1 and "optim" in ast.unparse(func.value).lower()))
 
 
@@ -208,11 +210,42 @@ def _loop_nodes(loop: ast.AST) -> List[ast.AST]:
     return nodes
 
 
+_XLA_WORD = re.compile(r"(?i)xla|tpu")
+
+
+def on_xla(test: ast.AST) -> Optional[bool]:
+    """True for a test that holds only on XLA (``is_torch_xla_available()``, ``device.type == "xla"``),
+    False for its negation, None for anything else."""
+    if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+        inner = on_xla(test.operand)
+        return None if inner is None else not inner
+    if type(test) is ast.BoolOp:
+        found = [on_xla(v) for v in test.values]
+        if type(test.op) is ast.And and False in found:
+            return False  # ``... and not on_xla and ...`` never holds on XLA
+        return True if type(test.op) is ast.And and True in found else None
+    if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
+        if any(type(side) is ast.Constant and isinstance(side.value, str) and _XLA_WORD.fullmatch(side.value)
+               for side in (test.left, test.comparators[0])):
+            return type(test.ops[0]) is ast.Eq
+        return None
+    if type(test) in (ast.Call, ast.Name, ast.Attribute):
+        text = ast.unparse(test.func if type(test) is ast.Call else test)
+        return True if _XLA_WORD.search(text) else None
+    return None
+
+
 def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.AST]) -> None:
-    throttled = set()
+    throttled = set()  # throttled, or in a branch that never runs on XLA
     for node in nodes:
         if _is_throttle(node):
             throttled.update(id(n) for n in _inside(node.body))
+        if type(node) in (ast.If, ast.IfExp):
+            xla = on_xla(node.test)
+            if xla is False:
+                throttled.update(id(n) for n in _inside(node.body if type(node) is ast.If else [node.body]))
+            elif xla is True:
+                throttled.update(id(n) for n in _inside(node.orelse if type(node) is ast.If else [node.orelse]))
     for node in nodes:
         if id(node) not in throttled:
             regions.setdefault(id(node), region)

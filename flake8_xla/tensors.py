@@ -514,6 +514,8 @@ class TensorFacts:
             return DEVICE if self.kind(func) == MODULE else None
         if type(func) is not ast.Attribute:
             return None
+        if type(func.value) is ast.Name and func.value.id == "self" and self.kind(func) == MODULE:
+            return DEVICE  # self.model(x)
         receiver, method = self.kind(func.value), func.attr
         if receiver == MODULE:
             if method in _MODULE_SELF_METHODS:

@@ -3,6 +3,7 @@ import ast
 from typing import Iterator, Optional
 
 from flake8_xla.graph import WHERE, spelled
+from flake8_xla.loops import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import DEVICE
 
@@ -43,6 +44,9 @@ class TensorControlFlow(Rule):
                 "    def forward(self, x, mask=None, scale=1.0):\n        if mask is not None and x.dim() == 3:\n"
                 "            x = x.masked_fill(mask, 0.0)\n        if self.training and scale != 1.0:\n"
                 "            x = x * scale\n        return x\n", title="tests on Python values"),
+        Example(STEP + "    loss.backward()\n    optimizer.step()\n"
+                "    if not is_torch_xla_available() and torch.isnan(loss):\n        print('nan')\n",
+                title="a branch that never runs on XLA"),
     )
     invalid = (
         Example(
@@ -94,5 +98,7 @@ def _device_operand(ctx: FileContext, test: ast.expr) -> Optional[ast.expr]:
     if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
         return _device_operand(ctx, test.operand)
     if type(test) is ast.BoolOp:
+        if on_xla(test) is False:
+            return None  # `... and not is_torch_xla_available() and ...`: never evaluated on XLA
         return next((found for found in (_device_operand(ctx, v) for v in test.values) if found is not None), None)
     return test if ctx.tensors.kind(test) == DEVICE else None

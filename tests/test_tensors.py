@@ -1,0 +1,72 @@
+"""The tensor layer (flake8_xla/tensors.py): what the last line's expression holds."""
+import ast
+
+import pytest
+
+from flake8_xla.flow import FlowFacts
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.syntax import NodeIndex
+from flake8_xla.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+
+HEADER = ("import numpy as np\nimport torch\nimport torch.nn.functional as F\nimport torch_xla\n"
+          "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"
+          "device = torch_xla.device()\n")
+
+
+def facts_and_last(source: str):
+    tree = ast.parse(HEADER + source)
+    facts = TensorFacts(NodeIndex(tree), FlowFacts(tree, SemanticModel(tree).references).qualname)
+    last = tree.body[-1]
+    while type(last) in (ast.For, ast.While, ast.FunctionDef, ast.ClassDef, ast.If):
+        last = last.body[-1]
+    assert type(last) is ast.Expr, "the case must end with an expression"
+    return facts, last.value
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("torch.randn(3, device=device)", DEVICE),
+    ("torch.randn(3)", HOST_TENSOR),  # a factory without a device makes a CPU tensor
+    ("torch.randn(3).to(device)", DEVICE),
+    ("torch.randn(3, device=device).cpu()", HOST_TENSOR),
+    ("torch.randn(3, device=device).to('cpu')", HOST_TENSOR),
+    ("torch.randn(3, device=device).to(torch.float16)", DEVICE),  # a dtype move stays on the device
+    ("torch.randn(3, device=device).sum().item()", HOST),
+    ("torch.randn(3, device=device).shape[0]", HOST),
+    ("x = torch.randn(3, device=device)\nx.size(0) + len(x)", HOST),
+    ("x = torch.randn(3, device=device)\nx > 0", DEVICE),
+    ("x = torch.randn(3, device=device)\nx is None", HOST),
+    ("np.zeros(3).sum()", HOST),
+    ("F.relu(torch.randn(3, device=device))", DEVICE),
+    ("F.relu(unknown)", DEVICE),  # an op's result is a tensor; where it lives is unknown
+    ("unknown.sum()", None),  # could be a numpy array
+    ("torch.nn.Linear(2, 2)", MODULE),
+    ("model = torch.nn.Linear(2, 2).to(device)\nmodel(torch.ones(2).to(device))", DEVICE),
+    ("class Net(torch.nn.Module):\n    pass\n\nNet()", MODULE),
+    ("loss = compute(batch)\nloss.backward()\nloss", DEVICE),  # whatever .backward() is called on
+    ("for data, target in DataLoader(ds):\n    data", HOST_TENSOR),
+    ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    target", DEVICE),
+    ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    step", HOST),
+    ("loss = 0.0\nloss = F.mse_loss(a, b)\nloss", DEVICE),  # the last assignment before the use
+    ("loss = F.mse_loss(a, b)\nloss = loss.item()\nloss", HOST),
+    ("total = 0.0\nfor x in DataLoader(ds):\n    total += x.to(device).sum()\ntotal", DEVICE),
+    ("a, b = torch.ones(2).to(device), 3\nb", HOST),
+    ("class Net(torch.nn.Module):\n    def forward(self, x, flag=False):\n        x", DEVICE),
+    ("class Net(torch.nn.Module):\n    def forward(self, x, flag=False):\n        flag", HOST),
+    ("class T:\n    def __init__(self):\n        self.crit = torch.nn.MSELoss()\n"
+     "    def step(self):\n        self.crit(a, b)", DEVICE),
+])
+def test_kind(source: str, expected) -> None:
+    facts, expr = facts_and_last(source)
+    assert facts.kind(expr) == expected
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("x = torch.randn(3, device=device)\nx > 0", True),
+    ("x = torch.randn(3, device=device)\nm = x > 0\n~m", True),
+    ("x = torch.randn(3, device=device)\nx.isnan() | (x < -1)", True),
+    ("x = torch.randn(3, device=device)\ntorch.argmax(x)", False),  # an index tensor, not a mask
+    ("x = np.zeros(3)\nx > 0", False),  # a numpy mask is not a device tensor
+])
+def test_mask(source: str, expected: bool) -> None:
+    facts, expr = facts_and_last(source)
+    assert facts.is_mask(expr) is expected
