@@ -164,22 +164,24 @@ class StepRegions:
                 return True
         return False
 
+    def compile_kind(self, call_or_name: ast.AST) -> Optional[str]:
+        """COMPILED for torch_xla.compile / torch_xla.step (a call or a bare decorator), DYNAMO for
+        torch.compile(backend="openxla"), else None."""
+        func = call_or_name.func if type(call_or_name) is ast.Call else call_or_name
+        qualname = self.qualnames.get(id(func))
+        if qualname in XLA_COMPILE:
+            return COMPILED
+        if qualname == "torch.compile" and type(call_or_name) is ast.Call:
+            backend = next((k.value for k in call_or_name.keywords if k.arg == "backend"), None)
+            if type(backend) is ast.Constant and backend.value in _OPENXLA:
+                return DYNAMO
+        return None
+
     @functools.cached_property
     def compiled_functions(self) -> Dict[int, str]:
         """id() of each function traced as one step -> COMPILED or DYNAMO: decorated, or passed
         to torch_xla.compile / torch.compile(backend="openxla") by name."""
-        qualnames = self.qualnames
-
-        def compiler(call_or_name: ast.AST) -> Optional[str]:
-            func = call_or_name.func if type(call_or_name) is ast.Call else call_or_name
-            qualname = qualnames.get(id(func))
-            if qualname in XLA_COMPILE:
-                return COMPILED
-            if qualname == "torch.compile" and type(call_or_name) is ast.Call:
-                backend = next((k.value for k in call_or_name.keywords if k.arg == "backend"), None)
-                if type(backend) is ast.Constant and backend.value in _OPENXLA:
-                    return DYNAMO
-            return None
+        compiler = self.compile_kind
 
         out: Dict[int, str] = {}
         by_name: Dict[str, List[ast.AST]] = {}
@@ -201,6 +203,28 @@ class StepRegions:
                 for fn in by_name.get(name, ()):
                     out.setdefault(id(fn), how)
         return out
+
+
+def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
+    """Names that call a step traced by ``kind`` (COMPILED or DYNAMO) -> the def or compile call:
+    decorated functions, and names assigned ``torch.compile(f, backend="openxla")`` (or
+    ``torch_xla.compile(f)``), also as ``self.name``."""
+    regions: StepRegions = ctx.step_regions
+    out: Dict[str, ast.AST] = {}
+    for fn in ctx.nodes_of(*_DEFS):
+        if regions.compiled_functions.get(id(fn)) == kind and any(
+                regions.qualnames.get(id(d.func if type(d) is ast.Call else d)) for d in fn.decorator_list):
+            out[fn.name] = fn
+    for assign in ctx.nodes_of(ast.Assign):
+        value = assign.value
+        if type(value) is ast.Call and regions.compile_kind(value) == kind:
+            for target in assign.targets:
+                name = target.id if type(target) is ast.Name else \
+                    f"self.{target.attr}" if type(target) is ast.Attribute and type(target.value) is ast.Name \
+                    and target.value.id == "self" else None
+                if name:
+                    out[name] = value
+    return out
 
 
 def _loop_nodes(loop: ast.AST) -> List[ast.AST]:
