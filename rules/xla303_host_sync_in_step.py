@@ -44,7 +44,8 @@ class HostSyncInStep(Rule):
         "the result to the host while the host waits (`TransferFromDeviceTime`, `aten::_local_scalar_dense`). "
         "Every step the step's graph then runs in two pieces and tracing no longer overlaps execution. Under "
         "`torch_xla.compile(full_graph=True)` it raises; under `torch.compile(backend=\"openxla\")` it is a "
-        "graph break. A step closure runs after the step's sync, when the value is ready."
+        "graph break. A step closure runs after the step's sync, when the value is ready. At run time, "
+        "`xla_compat.GraphWatch` reports transfers that happen every step, with the step number."
     )
     fix_safety = "No automatic fix: where the value should be read is a choice."
     references = ("https://github.com/pytorch/xla/blob/master/docs/source/learn/troubleshoot.md",
