@@ -1,8 +1,9 @@
 """A per-project result cache for `flake8-xla check`, so an unchanged file is not parsed again.
 
-An entry is keyed by the file's content hash and the torch_xla target it was judged against, and
-the whole cache by a fingerprint of flake8-xla's own code and rule data: any change to either
-starts a fresh cache. It stores every diagnostic with its fix safety, before selection and
+An entry is keyed by the file's content hash, the torch_xla target it was judged against and
+whether it was linted as torch_xla code whatever it imports (``assume-torch-xla``), and the whole
+cache by a fingerprint of flake8-xla's own code and rule data: any change to either starts a
+fresh cache. It stores every diagnostic with its fix safety, before selection and
 `# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files.
 """
 from __future__ import annotations
@@ -37,8 +38,9 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
-def content_key(text: str, target: str) -> str:
-    return hashlib.blake2b(f"{target}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def content_key(text: str, target: str, assume_xla: bool = False) -> str:
+    return hashlib.blake2b(f"{target}\0{int(assume_xla)}\0{text}".encode("utf-8", "surrogatepass"),
+                           digest_size=16).hexdigest()
 
 
 class ResultCache:

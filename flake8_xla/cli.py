@@ -140,12 +140,25 @@ def _target(job: Job, path: str):
     return infer_target(path if path != "-" else "stdin", job.settings.target_version, api_table().latest)
 
 
+def _assume_xla(job: Job, path: str) -> bool:
+    """Whether ``assume-torch-xla`` makes this file torch_xla code whatever it imports."""
+    setting = job.settings.assume_torch_xla
+    if isinstance(setting, bool):
+        return setting
+    from .selection import _matches
+
+    return any(_matches(path, pattern, job.settings.base_dir) for pattern in setting)
+
+
 def _file_error(display: str, code: str, message: str, line: int = 1, col: int = 0) -> Finding:
     return Finding(display, Diagnostic(line, col, code, message))
 
 
+# run_file judges the pre-filter (and assume-torch-xla) once, on the file as read: what follows
+# lints it whatever it mentions, also after a fix removed its last torch_xla import.
+
 def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module) -> Entry:
-    pairs, _ = lint_fixable(text, tree, path, _target(job, path))
+    pairs, _ = lint_fixable(text, tree, path, _target(job, path), assume_xla=True)
     return [(d, None if f is None else f.safe) for d, f in pairs]
 
 
@@ -174,11 +187,12 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
         result.findings.append(_file_error(display, "E902", str(exc)))
         return result
     text = source.text
-    if not might_match(text):
+    assume_xla = _assume_xla(job, path)
+    if not assume_xla and not might_match(text):
         return result
     key = None
     if job.cache is not None and not job.fix and path != "-":
-        key = content_key(text, str(_target(job, path).version))
+        key = content_key(text, str(_target(job, path).version), assume_xla)
         raw = job.cache.get(path, key)
         if raw is not None:
             result.findings, result.unsafe_available = _findings(job, path, display, text, raw)
@@ -201,7 +215,7 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
 
 def _fix_file(job: Job, path: str, display: str, source: Source, tree: ast.Module, result: FileResult):
     text = source.text.replace("\r\n", "\n") if source.newline_crlf else source.text
-    outcome = fix_source(text, path, _target(job, path), job.selector.for_file(path), job.unsafe)
+    outcome = fix_source(text, path, _target(job, path), job.selector.for_file(path), job.unsafe, assume_xla=True)
     result.error = outcome.error
     if outcome.source == text:
         return source.text, tree
@@ -276,6 +290,9 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-exclude", action="store_true", help="apply excludes to paths given explicitly too")
     parser.add_argument("--xla-target-version", "--target-version", dest="target_version", metavar="VERSION",
                         help="torch_xla release the code must run on, e.g. 2.8 (default: inferred per file)")
+    parser.add_argument("--assume-torch-xla", action=argparse.BooleanOptionalAction, default=None,
+                        help="lint files that never mention torch_xla too (model code that runs on XLA); "
+                             "overrides assume-torch-xla in the config")
     parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
     parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
@@ -331,7 +348,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             raise UsageError(f"--xla-target-version: {exc}") from None
     return merge(base, select=codes(args.select), extend_select=codes(args.extend_select), ignore=codes(args.ignore),
                  per_file_ignores=pfi, exclude=codes(args.exclude), extend_exclude=codes(args.extend_exclude),
-                 target_version=args.target_version, output_format=getattr(args, "output_format", None))
+                 target_version=args.target_version, output_format=getattr(args, "output_format", None),
+                 assume_torch_xla=args.assume_torch_xla)
 
 
 def _selector(settings: Settings) -> CodeSelector:

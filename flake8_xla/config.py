@@ -11,7 +11,7 @@ import configparser
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 from .versions import parse_version
 
@@ -21,6 +21,8 @@ class ConfigError(Exception):
 
 
 PerFileIgnores = Tuple[Tuple[str, Tuple[str, ...]], ...]
+# assume-torch-xla: True / False for every file, or glob patterns (matched like per-file-ignores)
+AssumeXla = Union[bool, Tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Settings:
     exclude: Optional[Tuple[str, ...]] = None  # None: the default excludes
     extend_exclude: Tuple[str, ...] = ()
     target_version: Optional[str] = None
+    assume_torch_xla: AssumeXla = False  # lint files that never mention torch_xla too (all, or these globs)
     output_format: str = "text"
     source: Optional[str] = None  # the file these settings came from
     base_dir: str = field(default=".")  # per-file-ignores and excludes are relative to it
@@ -40,11 +43,13 @@ class Settings:
 FORMATS = ("text", "json", "sarif", "github")
 _KEYS = {
     "select", "extend-select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "extend-exclude",
-    "target-version", "xla-target-version", "output-format",
+    "target-version", "xla-target-version", "output-format", "assume-torch-xla", "xla-assume-torch-xla",
 }
 # what a [flake8] section may hold that the CLI takes over (codes are filtered to XLA ones)
 _FLAKE8_KEYS = {"xla-target-version", "select", "extend-select", "ignore", "extend-ignore",
-                "per-file-ignores", "exclude", "extend-exclude"}
+                "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla"}
+# the words configparser (and so flake8, for a store_true option) reads as booleans
+_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
 
 def _split_list(value) -> Tuple[str, ...]:
@@ -65,6 +70,21 @@ def _parse_per_file_ignores(value) -> PerFileIgnores:
         return tuple((glob, tuple(codes)) for glob, codes in parse_files_to_codes_mapping(str(value)))
     except ValueError as exc:
         raise ConfigError(f"per-file-ignores: {str(exc).splitlines()[0]}") from None
+
+
+def _parse_assume_xla(value, where: str, key: str, booleans_only: bool) -> AssumeXla:
+    """``true`` / ``false``, or (except in [flake8], where flake8 itself reads a boolean) glob patterns:
+    a TOML list, or comma / whitespace separated text."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOLEANS:
+        return _BOOLEANS[value.strip().lower()]
+    if booleans_only:
+        raise ConfigError(f"{where}: {key} must be true or false, not {value!r} (flake8 reads it as a boolean; "
+                          "glob patterns go in [flake8-xla] or [tool.flake8-xla])")
+    if isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+        return _split_list(value) or False
+    raise ConfigError(f"{where}: {key} must be true, false or a list of glob patterns, not {value!r}")
 
 
 def _normalize(raw: Dict[str, object], where: str, known: set) -> Dict[str, object]:
@@ -108,6 +128,10 @@ def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         kwargs["target_version"] = str(target)
+    for key in ("assume-torch-xla", "xla-assume-torch-xla"):
+        if key in values:
+            # in [flake8] (xla_codes_only) the value is flake8's boolean option: no glob patterns there
+            kwargs["assume_torch_xla"] = _parse_assume_xla(values[key], where, key, booleans_only=xla_codes_only)
     fmt = values.get("output-format")
     if fmt is not None:
         if fmt not in FORMATS:
@@ -191,4 +215,4 @@ def merge(base: Settings, **overrides) -> Settings:
     return replace(base, **changes)
 
 
-__all__ = ["FORMATS", "ConfigError", "Settings", "discover", "load_file", "merge", "settings_from_mapping"]
+__all__ = ["FORMATS", "AssumeXla", "ConfigError", "Settings", "discover", "load_file", "merge", "settings_from_mapping"]

@@ -12,7 +12,8 @@ from .lifecycle import api_table
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
 
-# A file that matches none of these cannot contain anything a rule reports.
+# A file that matches none of these cannot contain anything a rule reports, unless the project
+# says it runs on XLA anyway (``assume_xla``: model code in modules that never import torch_xla).
 _PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
 
 
@@ -28,13 +29,15 @@ def might_match(source: str) -> bool:
 
 
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
-         target: Optional[str] = None, rules: Optional[Sequence[Rule]] = None) -> List[Diagnostic]:
+         target: Optional[str] = None, rules: Optional[Sequence[Rule]] = None,
+         assume_xla: bool = False) -> List[Diagnostic]:
     """Lint one file given as lines (as flake8 provides them) and, optionally, its parsed tree.
 
+    ``assume_xla``: lint the file even when its text never mentions torch_xla (skip the pre-filter).
     Raises SyntaxError only when ``tree`` is None and the source does not parse.
     """
     source = "".join(lines)
-    if not might_match(source):
+    if not assume_xla and not might_match(source):
         return []
     if tree is None:
         tree = ast.parse(source, filename)
@@ -54,12 +57,16 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
 
 
 def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
-                 rules: Optional[Sequence[Rule]] = None) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
+                 rules: Optional[Sequence[Rule]] = None,
+                 assume_xla: bool = False) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
     """Every diagnostic with its fix (None when it has none), sorted, and the site the fixes were
-    built on (its importer knows which imports they need)."""
+    built on (its importer knows which imports they need). Nothing for a file that fails the
+    pre-filter, unless ``assume_xla``."""
     ctx = FileContext(split_lines(source), tree, filename, target, api_table())
     site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
+    if not assume_xla and not might_match(source):
+        return out, site
     for rule in all_rules() if rules is None else rules:
         for diagnostic, builder in rule.check_fixable(ctx):
             out.append((diagnostic, builder(site) if builder is not None else None))
@@ -68,12 +75,19 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
 
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
-               unsafe: bool = False, rules: Optional[Sequence[Rule]] = None) -> FixOutcome:
-    """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint."""
+               unsafe: bool = False, rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False) -> FixOutcome:
+    """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint.
+
+    A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
+    judged once, on the source as given: a pass that removes the last torch_xla import does not end
+    the fixing early."""
     from .noqa import filter_noqa
 
+    if not assume_xla and not might_match(source):
+        return FixOutcome(source)
+
     def candidates(current: str, tree: ast.Module):
-        pairs, site = lint_fixable(current, tree, filename, target, rules)
+        pairs, site = lint_fixable(current, tree, filename, target, rules, assume_xla=True)
         reported = set(filter_noqa(split_lines(current), [d for d, _ in pairs]))
         return site, [(d.code, fix) for d, fix in pairs
                       if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
@@ -81,10 +95,11 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     return fix_to_fixpoint(source, candidates)
 
 
-def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9") -> List[Diagnostic]:
+def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
+                assume_xla: bool = False) -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
     # Split only at the newlines Python's tokenizer knows (str.splitlines also splits at \x0c, U+2028 ...).
-    return lint(io.StringIO(source, newline=None).readlines(), None, filename, target)
+    return lint(io.StringIO(source, newline=None).readlines(), None, filename, target, assume_xla=assume_xla)
 
 
 __all__ = ["Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]

@@ -10,7 +10,8 @@ from .engine import all_rules, lint, might_match
 from .versions import forget_project_files, parse_version
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
-# process), so a run over code that never mentions torch_xla never pays for it.
+# process), so a run over code that never mentions torch_xla never pays for it (unless
+# --xla-assume-torch-xla says every file is torch_xla code).
 
 
 @functools.lru_cache(maxsize=2)
@@ -26,6 +27,7 @@ class XlaChecker:
     off_by_default = False
 
     target_version: Optional[str] = None
+    assume_xla: bool = False
 
     def __init__(self, tree: ast.AST, lines: List[str], filename: str) -> None:
         self.tree = tree
@@ -41,6 +43,14 @@ class XlaChecker:
             help="torch_xla release to judge the code against, e.g. 2.8 (default: the floor of the "
                  "project's torch_xla requirement, else the installed torch_xla, else the newest known)",
         )
+        parser.add_option(
+            "--xla-assume-torch-xla",
+            action="store_true",
+            default=False,
+            parse_from_config=True,
+            help="lint files that never mention torch_xla too, as torch_xla code (for model code in modules "
+                 "that do not import torch_xla); in config: xla-assume-torch-xla = true",
+        )
 
     @classmethod
     def parse_options(cls, options) -> None:
@@ -48,14 +58,16 @@ class XlaChecker:
         if value:
             parse_version(value)  # a bad value is a usage error: fail at start-up, not per file
         cls.target_version = value or None
+        cls.assume_xla = bool(getattr(options, "xla_assume_torch_xla", False))
         forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
-        if not might_match("".join(self.lines)):  # before _rules(): keeps the rule import lazy
+        # before _rules(): keeps the rule import lazy
+        if not self.assume_xla and not might_match("".join(self.lines)):
             return
         try:
             diagnostics = lint(self.lines, self.tree, self.filename, self.target_version,
-                               _rules(self.off_by_default))
+                               _rules(self.off_by_default), assume_xla=self.assume_xla)
         except Exception as exc:  # never crash flake8: report it where the user will see it
             yield 1, 0, f"XLA000 flake8-xla internal error, please report: {type(exc).__name__}: {exc}", type(self)
             return

@@ -286,3 +286,109 @@ def test_no_cache_writes_nothing(project, capsys) -> None:
     (project / "a.py").write_text(MARK_STEP)
     assert run(capsys, "check", "--no-cache", "a.py")[0] == 1
     assert not (project / ".flake8_xla_cache").exists()
+
+
+# --- assume-torch-xla: model code in modules that never import torch_xla ---------------------------
+
+MODEL = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 1)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                x = self.fc(x)
+            return x
+    """)
+MODEL_MSG = ("XLA304 `if x.sum() > 0` branches on a tensor's value on every forward pass: Python needs the value, so "
+             "the pending graph is cut and run there and the value copied to the host, and each outcome traces a "
+             "different graph; compute both sides and choose with torch.where(cond, a, b)")
+MODEL_LINE = f"{os.path.join('models', 'net.py')}:11:12: {MODEL_MSG}\n"
+
+
+@pytest.fixture
+def model_project(project):
+    (project / "models").mkdir()
+    (project / "models" / "net.py").write_text(MODEL)
+    (project / "other.py").write_text(MODEL)  # the same code outside models/
+    return project
+
+
+def test_model_code_without_torch_xla_is_skipped_unless_assumed(model_project) -> None:
+    def check(*argv):
+        result = subprocess.run([sys.executable, "-m", "flake8_xla", "check", "--no-cache", *argv],
+                                capture_output=True, text=True, cwd=model_project)
+        return result.returncode, result.stdout
+
+    assert check("models") == (0, "")
+    assert check("--assume-torch-xla", "models") == (1, MODEL_LINE)
+    (model_project / "pyproject.toml").write_text("[tool.flake8-xla]\nassume-torch-xla = true\n")
+    assert check("models") == (1, MODEL_LINE)
+    assert check("--no-assume-torch-xla", "models") == (0, "")  # the command line wins over the file
+
+
+@pytest.mark.parametrize("name, config", [
+    ("pyproject.toml", '[tool.flake8-xla]\nassume-torch-xla = ["models/*"]\n'),
+    ("pyproject.toml", '[tool.flake8-xla]\nassume-torch-xla = "models/*.py, tools/*"\n'),
+    ("setup.cfg", "[flake8-xla]\nassume-torch-xla =\n    models/*\n    tools/*\n"),
+    ("tox.ini", "[flake8-xla]\nassume-torch-xla = models/*\n"),
+])
+def test_assume_torch_xla_as_glob_patterns(model_project, capsys, name, config) -> None:
+    (model_project / name).write_text(config)
+    assert run(capsys, "check", "--no-cache", ".")[:2] == (1, MODEL_LINE)  # other.py: not named, not linted
+    assert run(capsys, "check", "--no-cache", "--assume-torch-xla", ".")[1] == \
+        f"other.py:11:12: {MODEL_MSG}\n" + MODEL_LINE
+
+
+@pytest.mark.parametrize("config, reported", [
+    ("[flake8-xla]\nassume-torch-xla = true\n", True),
+    ("[flake8-xla]\nassume-torch-xla = false\n", False),
+    ("[flake8]\nxla-assume-torch-xla = true\nmax-line-length = 100\n", True),  # the flake8 plugin's option
+    ("[flake8]\nxla_assume_torch_xla = yes\n", True),
+    ("[flake8]\nxla-assume-torch-xla = off\n", False),
+])
+def test_assume_torch_xla_in_ini_files(model_project, capsys, config, reported) -> None:
+    (model_project / "setup.cfg").write_text(config)
+    assert run(capsys, "check", "--no-cache", "models")[:2] == ((1, MODEL_LINE) if reported else (0, ""))
+
+
+@pytest.mark.parametrize("name, config, message", [
+    ("setup.cfg", "[flake8]\nxla-assume-torch-xla = models/*\n",
+     "[flake8]: xla-assume-torch-xla must be true or false, not 'models/*' (flake8 reads it as a boolean; "
+     "glob patterns go in [flake8-xla] or [tool.flake8-xla])"),
+    ("pyproject.toml", "[tool.flake8-xla]\nassume-torch-xla = 1\n",
+     "[tool.flake8-xla]: assume-torch-xla must be true, false or a list of glob patterns, not 1"),
+])
+def test_bad_assume_torch_xla_is_a_config_error(model_project, capsys, name, config, message) -> None:
+    (model_project / name).write_text(config)
+    code, out, err = run(capsys, "check", "models")
+    assert (code, out) == (2, "")
+    assert err.startswith("flake8-xla: error: ") and err.endswith(message + "\n") and err.count("\n") == 1
+
+
+def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys, monkeypatch) -> None:
+    from flake8_xla import cli
+
+    (model_project / "a.py").write_text(MARK_STEP)
+    assert run(capsys, "check", "a.py", "models")[:2] == (1, MARK_STEP_LINE)
+    # the setting is part of the key: what was judged without it is judged again with it
+    assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
+    assert run(capsys, "check", "a.py", "models")[:2] == (1, MARK_STEP_LINE)  # and back
+
+    def no_linting(*args, **kwargs):
+        raise AssertionError("an unchanged file was linted again")
+
+    assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
+    monkeypatch.setattr(cli, "lint_fixable", no_linting)
+    assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
+    with pytest.raises(AssertionError, match="linted again"):
+        run(capsys, "check", "a.py")  # the setting changed: linted again
+    (model_project / "pyproject.toml").write_text("[tool.flake8-xla]\nassume-torch-xla = true\n")
+    (model_project / "models" / "net.py").write_text(MODEL + "# edited\n")
+    with pytest.raises(AssertionError, match="linted again"):
+        run(capsys, "check", "models")  # the content changed: linted again (the setting from the file counts)

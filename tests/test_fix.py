@@ -198,3 +198,27 @@ def test_fixed_files_parse_and_keep_their_mode(tmp_path, monkeypatch, capsys) ->
     assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 0
     ast.parse(path.read_text())
     assert path.stat().st_mode & 0o777 == 0o751
+
+
+MODEL = ("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n"
+         "        if x.sum() > 0:\n            x = x * 2\n        return x\n")
+
+
+def test_fix_honours_assume_torch_xla(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "net.py").write_text(MODEL)
+    assert main(["fix", "--xla-target-version", "2.9", "net.py"]) == 0
+    assert capsys.readouterr() == ("", "Fixed 0 issues in 0 files.\n")
+    assert main(["fix", "--xla-target-version", "2.9", "--assume-torch-xla", "net.py"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("net.py:7:12: XLA304 `if x.sum() > 0` branches on a tensor's value on every forward pass")
+    assert err == "Fixed 0 issues in 0 files; 1 need a human (listed above).\n"
+    assert (tmp_path / "net.py").read_text() == MODEL
+
+
+def test_fix_source_skips_what_the_pre_filter_rejects_unless_assumed() -> None:
+    broken = "def f(:\n"  # never mentions torch_xla: not even parsed
+    target = Target(Version(2, 9), "test")
+    assert fix_source(broken, "a.py", target).source == broken
+    with pytest.raises(SyntaxError):
+        fix_source(broken, "a.py", target, assume_xla=True)

@@ -187,3 +187,32 @@ def test_an_unsaved_new_file_belongs_to_its_directory_s_project(tmp_path) -> Non
     result = subprocess.run([sys.executable, "-m", "flake8", "--select", "XLA", "--stdin-display-name",
                              "trainer/new.py", "-"], input=MARK_STEP, capture_output=True, text=True, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, "")  # 2.6: mark_step is fine there
+
+
+MODEL = ("import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+         "        super().__init__()\n        self.fc = nn.Linear(8, 1)\n\n    def forward(self, x):\n"
+         "        if x.sum() > 0:\n            x = self.fc(x)\n        return x\n")
+MODEL_MSG = ("XLA304 `if x.sum() > 0` branches on a tensor's value on every forward pass: Python needs the value, so "
+             "the pending graph is cut and run there and the value copied to the host, and each outcome traces a "
+             "different graph; compute both sides and choose with torch.where(cond, a, b)")
+
+
+def test_model_code_without_torch_xla_is_linted_with_xla_assume_torch_xla(tmp_path) -> None:
+    (tmp_path / "net.py").write_text(MODEL)
+    assert flake8("net.py", cwd=tmp_path).stdout == ""
+    result = flake8("--xla-assume-torch-xla", "net.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, f"net.py:11:12: {MODEL_MSG}\n"), result.stderr
+    # the opt-in checker honours it too (and reports each code once)
+    assert flake8("--xla-assume-torch-xla", "--enable-extensions=XLA9", "net.py", cwd=tmp_path).stdout == \
+        result.stdout
+
+
+@pytest.mark.parametrize("config, reported", [
+    ("[flake8]\nxla-assume-torch-xla = true\n", True),
+    ("[flake8]\nxla-assume-torch-xla = false\n", False),
+])
+def test_xla_assume_torch_xla_from_flake8_config(tmp_path, config, reported) -> None:
+    (tmp_path / "setup.cfg").write_text(config)
+    (tmp_path / "net.py").write_text(MODEL)
+    result = flake8("net.py", cwd=tmp_path)
+    assert result.stdout == (f"net.py:11:12: {MODEL_MSG}\n" if reported else ""), result.stderr
