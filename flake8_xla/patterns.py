@@ -201,9 +201,9 @@ def _first_accepted(spec: PatternSpec, alternatives, node, span: Tuple[int, int]
     return None
 
 
-# per alternative: the rule, the node kind it matches, the words its pattern needs in the
-# source, and its metavariables
-Alternative = Tuple[dict, Optional[str], Tuple[str, ...], frozenset]
+# per alternative: the rule, the node kind it matches, what its pattern needs in the source, and
+# its metavariables
+Alternative = Tuple[dict, Optional[str], Tuple["re.Pattern[str]", ...], frozenset]
 _ALTERNATIVES: Dict[str, Tuple[Alternative, ...]] = {}
 
 
@@ -226,10 +226,17 @@ def _pattern_text(alternative: dict) -> Optional[str]:
     return pattern if isinstance(pattern, str) else None
 
 
-def _pattern_words(alternative: dict) -> Tuple[str, ...]:
-    """Identifiers a pattern spells out (not metavariables, not keyword-argument names)."""
+def _pattern_words(alternative: dict) -> Tuple["re.Pattern[str]", ...]:
+    """What the source must contain for the pattern to match: each identifier it spells out (not
+    metavariables, not keyword-argument names), with the ``.`` before and ``(`` after it that the
+    pattern has (``$X.unique($$$A)`` needs ``.unique(``, not a docstring's "unique")."""
     text = _pattern_text(alternative) or ""
-    return tuple(sorted({w for w in re.findall(r"(?<![$\w])([A-Za-z_]\w*)\b(?!\s*=[^=])", text)}))
+    out = []
+    for match in re.finditer(r"(?<![$\w])([A-Za-z_]\w*)\b(?!\s*=[^=])", text):
+        before = r"\.\s*" if text[:match.start()].rstrip().endswith(".") else r"\b"
+        after = r"\s*\(" if text[match.end():].lstrip().startswith("(") else r"\b"
+        out.append(re.compile(before + re.escape(match.group(1)) + after))
+    return tuple(out)
 
 
 def _may_match(spec: PatternSpec, alternative: Alternative, used: set, source: str,
@@ -240,7 +247,7 @@ def _may_match(spec: PatternSpec, alternative: Alternative, used: set, source: s
     _, _, words, names = alternative
     if not all(allowed & used for name, allowed in spec.resolve if name in names):
         return False
-    if not all(word in source and re.search(rf"\b{word}\b", source) for word in words):
+    if not all(word.search(source) for word in words):
         return False
     return not any(name in names for name in spec.mask) or ctx.tensors.may_have_masks
 

@@ -1,8 +1,9 @@
 """Fast whole-tree facts, computed in one walk per file and shared by the rules: every node by
-its type, and the scope (module, function, lambda or class body) each node is evaluated in."""
+its type, and (from the positions of the defs) the scope each node is evaluated in."""
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import Dict, List, Optional, Sequence, Tuple
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -40,68 +41,75 @@ def walk(roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]
     return out
 
 
-def _header(node: ast.AST) -> List[ast.AST]:
-    """What a def, lambda or class evaluates in the enclosing scope: decorators, defaults, bases."""
-    if type(node) is ast.ClassDef:
-        return node.decorator_list + node.bases + [k.value for k in node.keywords]
-    args = node.args
-    out = args.defaults + [d for d in args.kw_defaults if d is not None]
-    if type(node) is not ast.Lambda:
-        out += node.decorator_list + ([node.returns] if node.returns is not None else [])
-    return out
-
-
 class NodeIndex:
-    """Nodes by type, and the scope of every node (its innermost def, lambda or class body)."""
+    """Nodes by type, and the scope of a node (its innermost def, lambda or class body)."""
 
     def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
-        self.by_type: Dict[type, List[ast.AST]] = {}
-        self.scope_of: Dict[int, ast.AST] = {}
-        self.parent_scope: Dict[int, Optional[ast.AST]] = {id(tree): None}
-        by_type, scope_of = self.by_type, self.scope_of
-        stack: List[Tuple[ast.AST, ast.AST]] = [(tree, tree)]
-        push = stack.append
-        while stack:
-            node, scope = stack.pop()
+        by_type: Dict[type, List[ast.AST]] = {}
+        for node in walk([tree]):
             kind = type(node)
             bucket = by_type.get(kind)
             if bucket is None:
                 by_type[kind] = [node]
             else:
                 bucket.append(node)
-            scope_of[id(node)] = scope
-            if kind in _SCOPES:
-                self.parent_scope[id(node)] = scope
-                header = _header(node)
-                marked = {id(h) for h in header}
-                for child in header:
-                    push((child, scope))
-                inner = [node.body] if kind is ast.Lambda else node.body
-                if kind is not ast.ClassDef:
-                    inner = [node.args] + list(inner)
-                for child in inner:
-                    if id(child) not in marked:
-                        push((child, node))
-                continue
-            for field in _FIELDS.get(kind) or _fields(kind):
-                value = getattr(node, field, None)
-                if type(value) is list:
-                    for item in value:
-                        if isinstance(item, ast.AST):
-                            push((item, scope))
-                elif isinstance(value, ast.AST):
-                    push((value, scope))
+        self.by_type = by_type
+        self._scopes: Optional[List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]] = None
+        self.parent_scope: Dict[int, Optional[ast.AST]] = {id(tree): None}
 
     def of(self, *kinds: type) -> List[ast.AST]:
         by_type = self.by_type
         return [node for kind in kinds for node in by_type.get(kind, ())]
 
+    def _spans(self) -> List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]:
+        """Scopes sorted by where their body starts, with their parents (scopes nest, so the
+        innermost one holding a position is found from the last one starting before it)."""
+        if self._scopes is None:
+            spans = []
+            for node in self.of(*_SCOPES):
+                body = [node.body] if type(node) is ast.Lambda else node.body
+                first = body[0]
+                start = (first.lineno, first.col_offset) if type(node) is ast.Lambda else \
+                    (node.lineno, node.col_offset) if type(node) is ast.ClassDef else _body_start(node)
+                spans.append((start, (node.end_lineno, node.end_col_offset), node))
+            spans.sort(key=lambda span: span[0])
+            stack: List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]] = []
+            for span in spans:
+                while stack and not span[0] < stack[-1][1]:
+                    stack.pop()
+                self.parent_scope[id(span[2])] = stack[-1][2] if stack else self.tree
+                stack.append(span)
+            self._scopes = spans
+            self._starts = [span[0] for span in spans]
+        return self._scopes
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        """The innermost scope whose body holds ``node`` (a def's decorators and defaults belong to
+        the enclosing one), the module when none does."""
+        spans = self._spans()
+        position = (node.lineno, node.col_offset)
+        index = bisect.bisect_right(self._starts, position) - 1
+        scope = spans[index][2] if index >= 0 else self.tree
+        while scope is not self.tree and not position < (scope.end_lineno, scope.end_col_offset):
+            scope = self.parent_scope[id(scope)]
+        return scope
+
     def enclosing(self, scope: ast.AST) -> List[ast.AST]:
         """The scopes around ``scope``, innermost first, the module last."""
+        self._spans()
         out = []
         parent = self.parent_scope.get(id(scope))
         while parent is not None:
             out.append(parent)
             parent = self.parent_scope.get(id(parent))
         return out
+
+
+def _body_start(fn: ast.AST) -> Tuple[int, int]:
+    """Where a function's own scope starts: its parameters (defaults and annotations aside)."""
+    args = fn.args
+    params = args.posonlyargs + args.args + ([args.vararg] if args.vararg else []) + args.kwonlyargs + \
+        ([args.kwarg] if args.kwarg else [])
+    first = min(((p.lineno, p.col_offset) for p in params), default=None)
+    return first or (fn.body[0].lineno, fn.body[0].col_offset)

@@ -180,7 +180,7 @@ class TensorFacts:
         for node in nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
             pending.setdefault(id(node), []).append(node)
         for node in nodes_of(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr):
-            pending.setdefault(id(scope_of[id(node)]), []).append(node)
+            pending.setdefault(id(scope_of(node)), []).append(node)
 
     def _bind_scope(self, scope: ast.AST) -> None:
         """Bind the assignments (and parameters) of one scope, the first time it is asked about."""
@@ -267,7 +267,7 @@ class TensorFacts:
             if type(node.func) is ast.Attribute and node.func.attr == "backward":
                 name = dotted(node.func.value)
                 if name:
-                    out.add((id(self.index.scope_of[id(node)]), name))
+                    out.add((id(self.index.scope_of(node)), name))
         return out
 
     def _is_module_base(self, base: ast.expr) -> bool:
@@ -303,7 +303,7 @@ class TensorFacts:
                 self._add(fn, arg.arg, ((0, 0), _FIXED, kind, ()))
 
     def _bind_statement(self, stmt: ast.AST) -> None:
-        scope = self.index.scope_of[id(stmt)]
+        scope = self.index.scope_of(stmt)
         kind = type(stmt)
         # a binding takes effect where its statement (a loop: its target) ends
         order = _end(stmt.target) if kind in (ast.For, ast.AsyncFor) else _end(stmt)
@@ -424,9 +424,7 @@ class TensorFacts:
         enclosing scopes' (a closure), else a ``self.x`` set in any method of the class."""
         if id(node) in self._opaque:
             return []
-        scope = self.index.scope_of.get(id(node))
-        if scope is None:
-            return []
+        scope = self.index.scope_of(node)
         self._bind_scope(scope)
         entries = self._bindings.get((id(scope), name))
         if entries:
@@ -452,7 +450,7 @@ class TensorFacts:
         bound = self._lookup(node, name)
         kind = _same([self._binding_kind(b) for b in bound]) if bound else None
         if kind is None and self._backward and \
-                (id(self.index.scope_of.get(id(node))), name) in self._backward:
+                (id(self.index.scope_of(node)), name) in self._backward:
             return DEVICE, False
         return kind, bool(bound) and all(self._binding_mask(b) for b in bound)
 
