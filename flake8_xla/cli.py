@@ -20,7 +20,9 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Entry, ResultCache, content_key
+from .blocks import fix_document, lint_document
 from .config import FORMATS, ConfigError, Settings, discover, load_file, merge
+from .documents import DocumentError, is_document, read_document
 from .engine import all_rules, fix_source, lint_fixable, might_match
 from .formats import RENDERERS, Finding
 from .lifecycle import api_table
@@ -58,7 +60,12 @@ def _excluded_with_parents(path: str, patterns: Sequence[str], base_dir: str) ->
         current = parent
 
 
-def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool) -> List[str]:
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
+DOC_SUFFIXES = (".md", ".markdown", ".rst")  # searched in directories only with --include-docs
+
+
+def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool,
+                   include_docs: bool = False) -> List[str]:
     excludes = tuple(settings.exclude if settings.exclude is not None else DEFAULT_EXCLUDES) + settings.extend_exclude
     found: List[str] = []
     for path in paths:
@@ -76,7 +83,8 @@ def discover_files(paths: Sequence[str], settings: Settings, force_exclude: bool
                              and not os.path.exists(os.path.join(root, d, "pyvenv.cfg")))
             for name in sorted(files):
                 full = os.path.join(root, name)
-                if name.endswith((".py", ".pyi")) and not _excluded(full, excludes, settings.base_dir):
+                wanted = PYTHON_SUFFIXES + (DOC_SUFFIXES if include_docs else ())
+                if name.endswith(wanted) and not _excluded(full, excludes, settings.base_dir):
                     found.append(full)
     return found
 
@@ -124,6 +132,7 @@ class FileResult:
     error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
     unsafe_available: int = 0  # diagnostics that --unsafe-fixes would fix
     cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
+    notes: List[str] = field(default_factory=list)  # documents: blocks not linted, and why (--verbose)
 
 
 @dataclass(frozen=True)
@@ -188,6 +197,8 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
         return result
     text = source.text
     assume_xla = _assume_xla(job, path)
+    if path != "-" and is_document(path):
+        return _run_document(job, path, display, source, assume_xla, result)
     if not assume_xla and not might_match(text):
         return result
     key = None
@@ -232,6 +243,53 @@ def _fix_file(job: Job, path: str, display: str, source: Source, tree: ast.Modul
         return source.text, tree
     result.fixed = outcome.fixed
     return new_text, ast.parse(new_text)
+
+
+# --- documents: notebooks, Markdown, reStructuredText ----------------------------------------------
+
+def _run_document(job: Job, path: str, display: str, source: Source, assume_xla: bool,
+                  result: FileResult) -> FileResult:
+    """Lint (and fix) the Python blocks of a document as one program; no result cache."""
+    text = source.text
+    try:
+        document = read_document(path, text)
+    except DocumentError as exc:
+        result.findings.append(_file_error(display, "E902", str(exc)))
+        return result
+    target = _target(job, path)
+    if job.fix and (assume_xla or might_match(text)) and document.blocks:
+        try:
+            fixed = fix_document(document, text, target, job.selector.for_file(path), job.unsafe)
+        except DocumentError as exc:
+            result.error = f"not fixed: {exc}"
+        else:
+            result.error = fixed.error
+            if fixed.text != text:
+                result.fixed = fixed.fixed
+                if job.diff:
+                    result.diff = "".join(difflib.unified_diff(text.splitlines(True), fixed.text.splitlines(True),
+                                                               f"a/{display}", f"b/{display}"))
+                else:
+                    try:
+                        write_atomically(path, fixed.text, source.encoding)
+                    except OSError as exc:
+                        result.fixed = Counter()
+                        result.error = f"could not write the fixed file: {exc}"
+                    else:
+                        text, document = fixed.text, read_document(path, fixed.text)
+    where = "cell" if document.kind == "notebook" else "line"
+    result.notes = [f"{display}: {where} {at}: not linted: {reason}" if at else f"{display}: not linted: {reason}"
+                    for at, reason in document.skipped]
+    for program, raw in lint_document(document, text, target, assume_xla):
+        findings, unsafe = _findings(job, path, display, program.source, raw)
+        result.unsafe_available += unsafe
+        for finding in findings:
+            located = program.locate(document, finding.diagnostic)
+            if located is not None:
+                result.findings.append(Finding(display, located.diagnostic, finding.fixable, located.cell,
+                                               located.file_line))
+    result.findings.sort(key=lambda f: (f.cell or 0, f.diagnostic))
+    return result
 
 
 def write_atomically(path: str, text: str, encoding: str) -> None:
@@ -293,6 +351,11 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume-torch-xla", action=argparse.BooleanOptionalAction, default=None,
                         help="lint files that never mention torch_xla too (model code that runs on XLA); "
                              "overrides assume-torch-xla in the config")
+    parser.add_argument("--include-docs", action="store_true",
+                        help="in directories, also lint the Python blocks of Markdown and reStructuredText files "
+                             "(notebooks are always included; files named on the command line always are)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="say which notebook cells and document blocks were not linted, and why")
     parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
     parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
@@ -367,15 +430,23 @@ def _stats(results: Sequence[FileResult]) -> str:
     return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
 
 
+def _print_notes(args: argparse.Namespace, results: Sequence[FileResult]) -> None:
+    if args.verbose:
+        for r in results:
+            for note in r.notes:
+                print(f"flake8-xla: note: {note}", file=sys.stderr)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     settings = _settings(args)
     cache = None if args.no_cache else ResultCache(args.cache_dir or os.path.join(settings.base_dir, CACHE_DIR_NAME))
     job = Job(settings, _selector(settings), unsafe=args.unsafe_fixes, cache=cache)
-    files = discover_files(args.paths, settings, args.force_exclude)
+    files = discover_files(args.paths, settings, args.force_exclude, args.include_docs)
     if not files:
         print("flake8-xla: warning: no Python files found in " + ", ".join(args.paths), file=sys.stderr)
         return 0
     results = list(run_files(job, files, args.jobs))
+    _print_notes(args, results)
     if cache is not None:
         for r in results:
             if r.cache_update:
@@ -407,11 +478,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if "-" in args.paths:
         raise UsageError("fix works on files, not stdin")
     job = Job(settings, _selector(settings), fix=True, unsafe=args.unsafe_fixes, diff=args.diff)
-    files = discover_files(args.paths, settings, args.force_exclude)
+    files = discover_files(args.paths, settings, args.force_exclude, args.include_docs)
     if not files:
         print("flake8-xla: warning: no Python files found in " + ", ".join(args.paths), file=sys.stderr)
         return 0
     results = list(run_files(job, files, args.jobs))
+    _print_notes(args, results)
     for r in results:
         if r.diff:
             sys.stdout.write(r.diff)

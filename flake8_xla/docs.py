@@ -65,7 +65,8 @@ def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
     reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
                          for d in lint_source(example.source, target=example.target))
-    parts = [f"# {rule.code}: {rule.name}", rule.summary + "."]
+    # `flake8-xla check --include-docs` lints these pages; their blocks are alternatives, not one program
+    parts = [f"# {rule.code}: {rule.name}", "<!-- flake8-xla: separate-blocks -->", rule.summary + "."]
     if rule.off_by_default:
         parts.append(_opt_in(rule))
     parts += [

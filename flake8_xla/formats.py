@@ -29,8 +29,17 @@ class Finding:
     """One diagnostic located in one file, as a front-end reports it."""
 
     path: str  # as shown to the user (relative to the working directory when possible)
-    diagnostic: Diagnostic  # line 1-based, col 0-based characters
+    diagnostic: Diagnostic  # line 1-based, col 0-based characters (in a notebook: within the cell)
     fixable: bool = False  # `flake8-xla fix` can fix it (with --unsafe-fixes when not safe)
+    cell: Optional[int] = None  # notebooks: the cell's 1-based position among all cells
+    file_line: Optional[int] = None  # notebooks: the line of the .ipynb text holding the code line
+
+    @property
+    def location(self) -> str:
+        """``path:line:col``, or ``nb.ipynb:cell 3:2:5`` in a notebook (ruff's notebook form)."""
+        d = self.diagnostic
+        cell = f":cell {self.cell}" if self.cell is not None else ""
+        return f"{self.path}{cell}:{d.line}:{d.col + 1}"
 
 
 def docs_url(code: str) -> str:
@@ -52,23 +61,19 @@ def render_text(findings: Sequence[Finding]) -> str:
     for f in findings:
         d = f.diagnostic
         marker = f" {FIXABLE_MARKER}" if f.fixable else ""
-        lines.append(f"{f.path}:{d.line}:{d.col + 1}: {d.code}{marker} {d.message}\n")
+        lines.append(f"{f.location}: {d.code}{marker} {d.message}\n")
     return "".join(lines)
 
 
 def render_json(findings: Sequence[Finding]) -> str:
-    records = [
-        {
-            "filename": f.path,
-            "line": f.diagnostic.line,
-            "column": f.diagnostic.col + 1,
-            "code": f.diagnostic.code,
-            "message": f.diagnostic.message,
-            "fixable": f.fixable,
-            "url": _code_url(f.diagnostic.code),
-        }
-        for f in findings
-    ]
+    records = []
+    for f in findings:
+        record = {"filename": f.path}
+        if f.cell is not None:  # notebooks: line and column are within this cell
+            record["cell"] = f.cell
+        record.update(line=f.diagnostic.line, column=f.diagnostic.col + 1, code=f.diagnostic.code,
+                      message=f.diagnostic.message, fixable=f.fixable, url=_code_url(f.diagnostic.code))
+        records.append(record)
     return json.dumps(records, indent=2) + "\n"
 
 
@@ -115,7 +120,13 @@ def _artifact_location(path: str) -> dict:
 def _sarif_result(finding: Finding, rule_index: int) -> dict:
     d = finding.diagnostic
     location: dict = {"artifactLocation": _artifact_location(finding.path)}
-    if d.line >= 1:  # flake8 reports some file-level errors (E902) on line 0, which SARIF cannot express
+    properties: dict = {"fixable": finding.fixable}
+    if finding.cell is not None:
+        # a notebook: the region is the line of the .ipynb text (viewers show the JSON file); the
+        # cell and the line and column within it are properties
+        location["region"] = {"startLine": finding.file_line or 1}
+        properties.update(cell=finding.cell, cellLine=d.line, cellColumn=d.col + 1)
+    elif d.line >= 1:  # flake8 reports some file-level errors (E902) on line 0, which SARIF cannot express
         location["region"] = {"startLine": d.line, "startColumn": max(d.col, 0) + 1}
     return {
         "ruleId": d.code,
@@ -123,7 +134,7 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
         "level": "warning",
         "message": {"text": d.message},
         "locations": [{"physicalLocation": location}],
-        "properties": {"fixable": finding.fixable},
+        "properties": properties,
     }
 
 
@@ -172,10 +183,13 @@ def render_github(findings: Sequence[Finding]) -> str:
     for f in findings:
         d = f.diagnostic
         properties = [f"file={_escape_property(f.path)}"]
-        if d.line >= 1:
+        if f.cell is not None:  # annotate the .ipynb line; say the cell in the message
+            properties.append(f"line={f.file_line or 1}")
+        elif d.line >= 1:
             properties += [f"line={d.line}", f"col={max(d.col, 0) + 1}"]
         properties.append(f"title={_escape_property(d.code)}")
-        lines.append(f"::warning {','.join(properties)}::{_escape_data(f'{d.code} {d.message}')}\n")
+        where = f"cell {f.cell}, line {d.line}, column {d.col + 1}: " if f.cell is not None else ""
+        lines.append(f"::warning {','.join(properties)}::{_escape_data(f'{d.code} {where}{d.message}')}\n")
     return "".join(lines)
 
 

@@ -126,7 +126,7 @@ def test_manifest_declares_both_hooks() -> None:
     assert hooks["flake8-xla-fix"]["entry"] == "flake8-xla fix --force-exclude"
     for hook in hooks.values():
         assert hook["language"] == "python"
-        assert hook["types_or"] == ["python", "pyi"]
+        assert hook["types_or"] == ["python", "pyi", "jupyter", "markdown", "rst"]
         assert hook["require_serial"] is True  # the CLI runs its own workers
 
 

@@ -1,0 +1,193 @@
+"""`flake8-xla check|fix` on notebooks, Markdown and reStructuredText, through the real CLI."""
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCUMENTS = pathlib.Path(__file__).parent / "documents"
+XLA102_DEVICE = ("XLA102 [*] xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+); "
+                 "companion: xla_compat.device()")
+XLA101_WORLD = ("XLA101 [*] xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() "
+                "(2.1+); companion: xla_compat.world_size()")
+XLA105_MESH = ("XLA105 [*] FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
+               "(TypeError); pass them as keywords: mesh=..., shard_output=...")
+
+
+def run(*args: str, cwd: pathlib.Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flake8_xla", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def tutorial(path: pathlib.Path) -> pathlib.Path:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        new_markdown_cell("# Training on XLA"),
+        new_code_cell("!pip install torch_xla\nimport torch_xla.core.xla_model as xm"),
+        new_code_cell("%%bash\necho not python"),
+        new_code_cell("device = xm.xla_device()\n%matplotlib inline\nprint(xm.xrt_world_size())",
+                      outputs=[new_output("stream", text="8\n")], execution_count=3),
+        new_code_cell("model(x, ...", metadata={"tags": ["draft"]}),
+    ]
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_notebook_diagnostics_name_the_cell(tmp_path: pathlib.Path) -> None:
+    nb = tutorial(tmp_path / "tut.ipynb")
+    result = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "-v", "tut.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == f"tut.ipynb:cell 4:1:10: {XLA102_DEVICE}\ntut.ipynb:cell 4:3:7: {XLA101_WORLD}\n"
+    assert "note: tut.ipynb: cell 3: not linted: cell magic %%bash" in result.stderr
+    assert "note: tut.ipynb: cell 5: not linted: does not parse:" in result.stderr
+    text = nb.read_text(encoding="utf-8").splitlines()
+    records = json.loads(run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--format", "json",
+                             "tut.ipynb", cwd=tmp_path).stdout)
+    located = [(r["cell"], r["line"], r["column"], r["code"]) for r in records]
+    assert located == [(4, 1, 10, "XLA102"), (4, 3, 7, "XLA101")]
+    sarif = json.loads(run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--format", "sarif",
+                           "tut.ipynb", cwd=tmp_path).stdout)
+    results = sarif["runs"][0]["results"]
+    # the region is the line of the .ipynb text holding the code line
+    first = results[0]["locations"][0]["physicalLocation"]["region"]["startLine"]
+    assert '"device = xm.xla_device()\\n",' in text[first - 1]
+    assert results[0]["properties"] == {"fixable": True, "cell": 4, "cellLine": 1, "cellColumn": 10}
+    github = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--format", "github", "tut.ipynb",
+                 cwd=tmp_path).stdout.splitlines()
+    assert github[0].startswith(f"::warning file=tut.ipynb,line={first},title=XLA102::XLA102 cell 4, line 1, "
+                                "column 10: xm.xla_device() is deprecated")
+
+
+def test_notebook_fix_rewrites_cell_sources_only(tmp_path: pathlib.Path) -> None:
+    nb = tutorial(tmp_path / "tut.ipynb")
+    before = json.loads(nb.read_text(encoding="utf-8"))
+    result = run("fix", "--isolated", "--target-version", "2.9", "tut.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Fixed 2 issues in 1 file (XLA101 x1, XLA102 x1)." in result.stderr
+    after = json.loads(nb.read_text(encoding="utf-8"))
+    nbformat.validate(nbformat.reads(nb.read_text(encoding="utf-8"), 4))
+    assert [c["source"] for c in after["cells"]] == [
+        before["cells"][0]["source"],
+        ["!pip install torch_xla\n", "import torch_xla\n", "import torch_xla.runtime as xr"],
+        before["cells"][2]["source"],
+        ["device = torch_xla.device()\n", "%matplotlib inline\n", "print(xr.world_size())"],
+        before["cells"][4]["source"],
+    ]
+    for cell_before, cell_after in zip(before["cells"], after["cells"]):  # outputs, metadata, counts kept
+        assert {k: v for k, v in cell_before.items() if k != "source"} == \
+            {k: v for k, v in cell_after.items() if k != "source"}
+    assert before["metadata"] == after["metadata"]
+    unchanged = nb.read_bytes()
+    assert run("fix", "--isolated", "--target-version", "2.9", "tut.ipynb", cwd=tmp_path).returncode == 0
+    assert nb.read_bytes() == unchanged  # nothing left to fix: byte-identical
+
+
+def test_a_notebook_without_fixes_stays_byte_identical(tmp_path: pathlib.Path) -> None:
+    nb = new_notebook()
+    nb.cells = [new_code_cell("import torch_xla\ndevice = torch_xla.device()", outputs=[])]
+    path = tmp_path / "clean.ipynb"
+    nbformat.write(nb, str(path))
+    original = path.read_bytes()
+    result = run("fix", "--isolated", "clean.ipynb", cwd=tmp_path)
+    assert result.returncode == 0 and path.read_bytes() == original
+
+
+def test_broken_notebook_json_is_one_clear_line(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    result = run("check", "--no-cache", "--isolated", "broken.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    assert re.fullmatch(r"broken\.ipynb:1:1: E902 not a notebook: invalid JSON at line 1 column \d+: .+\n",
+                        result.stdout)
+    before = (tmp_path / "broken.ipynb").read_bytes()
+    run("fix", "--isolated", "broken.ipynb", cwd=tmp_path)
+    assert (tmp_path / "broken.ipynb").read_bytes() == before
+
+
+def test_markdown_tutorial_resolves_names_across_blocks() -> None:
+    # the FSDPv2 guide's shape: the import in the first block, positional meshes in three later ones
+    result = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "-v",
+                 "tests/documents/fsdpv2_guide.md")
+    assert result.stdout.splitlines() == [
+        "tests/documents/fsdpv2_guide.md:21:9: XLA216 FSDPv2 needs SPMD, but this program never calls use_spmd(): "
+        "the wrap fails with RuntimeError (Please enable SPMD via torch_xla.runtime.use_spmd()); call "
+        "torch_xla.runtime.use_spmd() at the start of the program",
+        f"tests/documents/fsdpv2_guide.md:21:27: {XLA105_MESH}",
+        f"tests/documents/fsdpv2_guide.md:27:27: {XLA105_MESH}",
+        f"tests/documents/fsdpv2_guide.md:36:47: {XLA105_MESH}",
+    ]
+    assert "note: tests/documents/fsdpv2_guide.md: line 41: not linted: does not parse" in result.stderr
+
+
+def test_markdown_fix_stays_inside_the_blocks(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "guide.md"
+    shutil.copy(DOCUMENTS / "fsdpv2_guide.md", page)
+    original = page.read_text(encoding="utf-8").splitlines(True)
+    result = run("fix", "--isolated", "--target-version", "2.9", "guide.md", cwd=tmp_path)
+    assert "Fixed 3 issues in 1 file (XLA105 x3); 1 need a human" in result.stderr  # XLA216: use_spmd()
+    fixed = page.read_text(encoding="utf-8").splitlines(True)
+    changed = [(i + 1, a, b) for i, (a, b) in enumerate(zip(original, fixed)) if a != b]
+    assert len(original) == len(fixed)
+    assert changed == [
+        (21, "model = FSDPv2(my_module, mesh)\n", "model = FSDPv2(my_module, mesh=mesh)\n"),
+        (27, "model = FSDPv2(my_module, mesh, shard_output=shard_first)\n",
+         "model = FSDPv2(my_module, mesh=mesh, shard_output=shard_first)\n"),
+        (36, "      my_module.layers[index] = FSDPv2(layer, mesh)\n",
+         "      my_module.layers[index] = FSDPv2(layer, mesh=mesh)\n"),  # the list item's indentation kept
+    ]
+
+
+def test_rst_code_blocks_and_doctest_sessions(tmp_path: pathlib.Path) -> None:
+    result = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "tests/documents/training.rst")
+    assert result.stdout.splitlines() == [f"tests/documents/training.rst:9:13: {XLA102_DEVICE}",
+                                          f"tests/documents/training.rst:13:13: {XLA101_WORLD}"]
+    page = tmp_path / "training.rst"
+    shutil.copy(DOCUMENTS / "training.rst", page)
+    assert run("fix", "--isolated", "--target-version", "2.9", "training.rst", cwd=tmp_path).returncode == 0
+    text = page.read_text(encoding="utf-8")
+    assert "   import torch_xla\n   import torch_xla.runtime as xr\n\n   device = torch_xla.device()\n" in text
+    assert ">>> world = xr.world_size()\n>>> world\n8\n" in text
+    assert "   $ pip install torch_xla\n" in text
+
+
+def test_directories_hold_notebooks_and_with_include_docs_documents(tmp_path: pathlib.Path) -> None:
+    tutorial(tmp_path / "tut.ipynb")
+    shutil.copy(DOCUMENTS / "training.rst", tmp_path / "training.rst")
+    plain = run("check", "--no-cache", "--isolated", "--target-version", "2.9", ".", cwd=tmp_path)
+    assert {line.split(":")[0] for line in plain.stdout.splitlines()} == {"tut.ipynb"}
+    docs = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--include-docs", ".", cwd=tmp_path)
+    assert {line.split(":")[0] for line in docs.stdout.splitlines()} == {"tut.ipynb", "training.rst"}
+
+
+def _documented(page: pathlib.Path):
+    """The Example block's first line in the page, and the diagnostics the page documents for it."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Example") + 4  # heading, blank line, fence: the block's first line (1-based)
+    reports = lines.index("```text", start) + 1
+    documented = []
+    for line in lines[reports:lines.index("```", reports)]:
+        position, code, message = re.match(r"(\d+:\d+): (XLA\d{3}) (.*)", line).groups()
+        row, col = map(int, position.split(":"))
+        documented.append((start + row - 1, col, code, re.sub(r"line \d+", "line N", message)))
+    return documented
+
+
+def test_own_docs_dogfood() -> None:
+    """`flake8-xla check` over README.md and docs/: a rule page reports exactly what its Example
+    documents (its own code) and nothing in "Use instead" or the fixed code; other pages are clean."""
+    result = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--extend-select", "XLA9",
+                 "--include-docs", "--format", "json", "README.md", "docs")
+    found = {}
+    for r in json.loads(result.stdout):
+        found.setdefault(r["filename"], []).append(
+            (r["line"], r["column"], r["code"], re.sub(r"line \d+", "line N", r["message"])))
+    pages = sorted((ROOT / "docs" / "rules").glob("XLA*.md"))
+    assert len(pages) > 30
+    expected = {f"docs/rules/{p.name}": _documented(p) for p in pages}
+    assert {name: sorted(rows) for name, rows in found.items()} == {k: sorted(v) for k, v in expected.items()}
+    for page, rows in expected.items():
+        assert {code for _, _, code, _ in rows} == {pathlib.Path(page).stem}
