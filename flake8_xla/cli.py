@@ -104,14 +104,19 @@ class Source:
 
 
 def read_source(path: str, stdin_bytes: Optional[bytes] = None) -> Source:
-    """Decode like Python does (PEP 263 cookie, BOM); raise ValueError with a clear reason."""
+    """Decode like Python does (PEP 263 cookie, BOM), a notebook or document as UTF-8; raise
+    ValueError with a clear reason."""
     data = stdin_bytes if path == "-" else open(path, "rb").read()
+    document = path != "-" and is_document(path)
     if b"\0" in data:
-        raise ValueError("binary file (contains NUL bytes), not Python source")
-    try:
-        encoding, _ = tokenize.detect_encoding(iter(data.splitlines(True)).__next__)
-    except SyntaxError as exc:
-        raise ValueError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        raise ValueError("binary file (contains NUL bytes)" + ("" if document else ", not Python source"))
+    if document:
+        encoding = "utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"
+    else:
+        try:
+            encoding, _ = tokenize.detect_encoding(iter(data.splitlines(True)).__next__)
+        except SyntaxError as exc:
+            raise ValueError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
     try:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:

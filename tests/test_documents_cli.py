@@ -191,3 +191,30 @@ def test_own_docs_dogfood() -> None:
     assert {name: sorted(rows) for name, rows in found.items()} == {k: sorted(v) for k, v in expected.items()}
     for page, rows in expected.items():
         assert {code for _, _, code, _ in rows} == {pathlib.Path(page).stem}
+
+
+def test_bad_documents_get_one_line_and_are_never_rewritten(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "old.ipynb").write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": []}),
+                                        encoding="utf-8")
+    (tmp_path / "latin.md").write_bytes("caf\xe9\n```python\nimport torch_xla\n```\n".encode("latin-1"))
+    (tmp_path / "open.md").write_text("```python\nimport torch_xla.core.xla_model as xm\nxm.mark_step()\n",
+                                      encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = run("check", "--no-cache", "--isolated", "-v", "old.ipynb", "latin.md", "open.md", cwd=tmp_path)
+    assert result.stdout.splitlines() == [
+        "old.ipynb:1:1: E902 nbformat 3 notebooks are not supported; upgrade with "
+        "`jupyter nbconvert --to notebook --nbformat 4`",
+        "latin.md:1:1: E902 cannot decode as utf-8: invalid continuation byte",
+    ]
+    assert "note: open.md: line 1: not linted: unterminated fence" in result.stderr
+    run("fix", "--isolated", "old.ipynb", "latin.md", "open.md", cwd=tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_crlf_markdown_keeps_its_line_endings(tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "crlf.md"
+    page.write_bytes(b"Intro\r\n\r\n```python\r\nimport torch_xla.core.xla_model as xm\r\nxm.mark_step()\r\n```\r\n")
+    check = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "crlf.md", cwd=tmp_path)
+    assert check.stdout.startswith("crlf.md:5:1: XLA102 [*] xm.mark_step() is deprecated since torch_xla 2.8")
+    assert run("fix", "--isolated", "--target-version", "2.9", "crlf.md", cwd=tmp_path).returncode == 0
+    assert page.read_bytes() == b"Intro\r\n\r\n```python\r\nimport torch_xla\r\ntorch_xla.sync()\r\n```\r\n"
