@@ -206,6 +206,8 @@ class TensorFacts:
         if self.module_classes:
             return True
         for node in self.index.of(ast.Attribute, ast.Name):
+            if type(node) is ast.Attribute and node.attr == "from_pretrained":
+                return True
             name = self.qualname(node)
             if name and (name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() or
                          name in FSDP_ANY or name in ("torch.compile", "torch.nn.parallel.DistributedDataParallel")):
@@ -503,9 +505,12 @@ class TensorFacts:
 
     def _call(self, call: ast.Call) -> Kind:
         qualname = self._callee(call)
+        func = call.func
+        if type(func) is ast.Attribute and func.attr == "from_pretrained" and \
+                (dotted(func.value) or "").rsplit(".", 1)[-1][:1].isupper():
+            return MODULE  # AutoModelForCausalLM.from_pretrained(...): a Hugging Face model
         if qualname is not None:
             return self._api_call(call, qualname)
-        func = call.func
         if type(func) is ast.Name:
             if func.id in self.module_classes:
                 return MODULE

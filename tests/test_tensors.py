@@ -40,6 +40,8 @@ def facts_and_last(source: str):
     ("F.relu(unknown)", DEVICE),  # an op's result is a tensor; where it lives is unknown
     ("unknown.sum()", None),  # could be a numpy array
     ("torch.nn.Linear(2, 2)", MODULE),
+    ("AutoModelForCausalLM.from_pretrained('gpt2')", MODULE),
+    ("tokenizer.from_pretrained('gpt2')", None),  # lower-case receiver: not a model class
     ("model = torch.nn.Linear(2, 2).to(device)\nmodel(torch.ones(2).to(device))", DEVICE),
     ("class Net(torch.nn.Module):\n    pass\n\nNet()", MODULE),
     ("loss = compute(batch)\nloss.backward()\nloss", DEVICE),  # whatever .backward() is called on
