@@ -168,3 +168,16 @@ def test_fix_hook_rewrites_then_passes(project, pre_commit) -> None:
 
     check = pre_commit.run(project, "flake8-xla", "a.py")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_hooks_cover_notebooks_and_documents(project, pre_commit) -> None:
+    fence = "# Guide\n\n```python\n" + MARK_STEP + "```\n"
+    (project / "guide.md").write_text(fence)
+    (project / "notes.txt").write_text(fence)  # not a type the hooks select
+    commit_all(project, "docs")
+    result = pre_commit.run(project, "flake8-xla", "guide.md", "notes.txt")
+    assert result.returncode == 1, result.stdout + result.stderr
+    reported = [line for line in result.stdout.splitlines() if ": XLA" in line]
+    assert reported == [MARK_STEP_LINE.replace("a.py:2:1", "guide.md:5:1")]
+    fixed = pre_commit.run(project, "flake8-xla-fix", "guide.md")
+    assert fixed.returncode == 1 and (project / "guide.md").read_text() == "# Guide\n\n```python\n" + FIXED + "```\n"
