@@ -190,6 +190,16 @@ def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple
 
 
 def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+    """One file's findings (and fixes). A bug of ours in one file is reported there as XLA000, as
+    the flake8 plugin does, instead of ending the whole run."""
+    try:
+        return _run_file(job, path, stdin_bytes)
+    except Exception as exc:  # noqa: BLE001 - any bug, reported where the user will see it
+        return FileResult(display_path(path), [_file_error(
+            display_path(path), "XLA000", f"flake8-xla internal error, please report: {type(exc).__name__}: {exc}")])
+
+
+def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
     display = display_path(path)
     result = FileResult(display)
     try:

@@ -218,3 +218,20 @@ def test_crlf_markdown_keeps_its_line_endings(tmp_path: pathlib.Path) -> None:
     assert check.stdout.startswith("crlf.md:5:1: XLA102 [*] xm.mark_step() is deprecated since torch_xla 2.8")
     assert run("fix", "--isolated", "--target-version", "2.9", "crlf.md", cwd=tmp_path).returncode == 0
     assert page.read_bytes() == b"Intro\r\n\r\n```python\r\nimport torch_xla\r\ntorch_xla.sync()\r\n```\r\n"
+
+
+def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, monkeypatch) -> None:
+    from flake8_xla import cli
+
+    def boom(path: str, text: str):
+        raise RuntimeError("boom")
+
+    (tmp_path / "guide.md").write_text("```python\nimport torch_xla\n```\n", encoding="utf-8")
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n", encoding="utf-8")
+    monkeypatch.setattr(cli, "read_document", boom)
+    monkeypatch.chdir(tmp_path)
+    job = cli.Job(cli.Settings(base_dir=str(tmp_path)), cli._selector(cli.Settings(base_dir=str(tmp_path))))
+    results = {r.path: r for r in cli.run_files(job, ["guide.md", "a.py"], 1)}
+    assert [(f.diagnostic.code, f.diagnostic.message) for f in results["guide.md"].findings] == [
+        ("XLA000", "flake8-xla internal error, please report: RuntimeError: boom")]
+    assert [f.diagnostic.code for f in results["a.py"].findings] == ["XLA102"]  # the run went on
