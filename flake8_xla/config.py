@@ -47,7 +47,7 @@ _KEYS = {
 }
 # what a [flake8] section may hold that the CLI takes over (codes are filtered to XLA ones)
 _FLAKE8_KEYS = {"xla-target-version", "select", "extend-select", "ignore", "extend-ignore",
-                "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla"}
+                "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla", "enable-extensions"}
 # the words configparser (and so flake8, for a store_true option) reads as booleans
 _BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
@@ -110,7 +110,8 @@ def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla
     kwargs: Dict[str, object] = {"source": where, "base_dir": base_dir}
     if "select" in values and codes("select"):
         kwargs["select"] = codes("select")
-    kwargs["extend_select"] = codes("extend-select")
+    # flake8 turns the opt-in XLA9 rules on with enable-extensions; the CLI selects them instead
+    kwargs["extend_select"] = codes("extend-select") + codes("enable-extensions")
     kwargs["ignore"] = codes("ignore") + codes("extend-ignore")
     if "per-file-ignores" in values:
         pfi = _parse_per_file_ignores(values["per-file-ignores"])

@@ -514,7 +514,9 @@ class TensorFacts:
         if type(func) is ast.Name:
             if func.id in self.module_classes:
                 return MODULE
-            return DEVICE if self.kind(func) == MODULE else None
+            if self.kind(func) == MODULE:
+                return DEVICE
+            return self._returns(func.id)
         if type(func) is not ast.Attribute:
             return None
         if type(func.value) is ast.Name and func.value.id == "self" and self.kind(func) == MODULE:
@@ -540,6 +542,37 @@ class TensorFacts:
         if method == "backward":
             return None
         return receiver
+
+    @functools.cached_property
+    def _functions(self) -> Dict[str, List[ast.AST]]:
+        out: Dict[str, List[ast.AST]] = {}
+        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+            if id(fn) not in self._method_class:
+                out.setdefault(fn.name, []).append(fn)
+        return out
+
+    def _returns(self, name: str) -> Kind:
+        """What a call of the file's one function of that name returns: the common kind of its
+        ``return`` values (``def compute_loss(...): return F.cross_entropy(...)``)."""
+        defs = self._functions.get(name, ())
+        if len(defs) != 1 or name in self._rebound_functions:
+            return None
+        key = id(defs[0])
+        if key in self._busy:
+            return None  # recursion
+        self._busy.add(key)
+        try:
+            values = [node.value for node in walk(defs[0].body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                                 ast.ClassDef))
+                      if type(node) is ast.Return]
+            return _same([self.kind(v) if v is not None else HOST for v in values]) if values else None
+        finally:
+            self._busy.discard(key)
+
+    @functools.cached_property
+    def _rebound_functions(self) -> set:
+        """Function names also assigned as variables (``step = torch_xla.compile(step)``)."""
+        return {n.id for n in self.index.of(ast.Name) if type(n.ctx) is ast.Store and n.id in self._functions}
 
     def _is_dtype(self, node: ast.expr) -> bool:
         qualname = self.qualname(node) or ""

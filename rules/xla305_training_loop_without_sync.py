@@ -8,6 +8,8 @@ from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
 
+DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader",
+                            "torch_xla.distributed.parallel_loader.ParallelLoader"})
 SYNCS = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
 BARRIER_STEPS = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
 STEP_SCOPES = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
@@ -34,7 +36,8 @@ class TrainingLoopWithoutSync(Rule):
         "graph: no `torch_xla.sync()` / `xm.mark_step()` in it, in a loop around it, or in a function of this "
         "file it calls; no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / `torch_xla.step` "
         "around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an iterable the "
-        "analysis cannot see (a function parameter) are fine: the device loader syncs after every batch."
+        "analysis cannot see (a function parameter) are fine: the device loader syncs after every batch. So "
+        "is a `range()` loop in a file that uses a device loader, unless it visibly draws from a plain one."
     )
     why_bad = (
         "Lazy tensors only record operations; a sync is what compiles and runs them. Without one, each step's "
@@ -59,6 +62,10 @@ class TrainingLoopWithoutSync(Rule):
                 "    optimizer.step()\n\nfor data, target in loader:\n"
                 "    step_fn(data.to(device), target.to(device))\n",
                 title="the step traced by torch_xla.compile"),
+        Example(HEADER + "import torch_xla.distributed.parallel_loader as pl\n\n" + SETUP +
+                "batches = iter(pl.MpDeviceLoader(loader, device))\n\n\ndef get_batch():\n"
+                "    return next(batches)\n\n\nfor step in range(1000):\n    data, target = get_batch()\n"
+                + BODY.split("\n", 1)[1], title="a range() loop that may draw from a device loader"),
     )
     invalid = (
         Example(
@@ -87,6 +94,7 @@ class TrainingLoopWithoutSync(Rule):
         qualname = ctx.flow.qualname
         if any(r.qualname in EAGER for r in ctx.model.references):
             return
+        device_loaders = any(r.qualname in DEVICE_LOADERS for r in ctx.model.references)
         syncing = _syncing_functions(ctx)
         cut: Set[int] = set()  # loops whose body syncs, and the loops inside them
         for loop in ctx.nodes_of(ast.For, ast.AsyncFor, ast.While):
@@ -105,6 +113,8 @@ class TrainingLoopWithoutSync(Rule):
                      type(call.func) is ast.Name and call.func.id == "next" and call.args]
             if not all(_plain(ctx, source) for source in draws):
                 continue
+            if device_loaders and not draws and ctx.tensors.loader(_iterated(loop.iter)) != HOST_TENSOR:
+                continue  # a range() loop in a file with a device loader may get its batches from it
             yield self.diagnostic(ctx, loop, (
                 "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
                 f"until something reads a value; end each step with {sync}, or iterate a "
@@ -177,6 +187,13 @@ def _plain(ctx: FileContext, expr: ast.expr) -> bool:
         if callee:
             return bool(expr.args) and all(_plain(ctx, a) for a in expr.args)
     return ctx.tensors.loader(expr) == HOST_TENSOR
+
+
+def _iterated(expr: ast.expr) -> ast.expr:
+    """The loader under enumerate()/tqdm()/iter() (zip: its first argument)."""
+    while type(expr) is ast.Call and _iterator_of(expr) and _iterator_of(expr) != "range" and expr.args:
+        expr = expr.args[0]
+    return expr
 
 
 def _iterator_of(call: ast.Call) -> str:

@@ -132,6 +132,12 @@ def test_off_by_default_rule_from_pyproject(project, capsys) -> None:
     assert run(capsys, "check", "a.py")[:2] == (1, LOADER_LINE)
 
 
+def test_off_by_default_rule_enabled_for_flake8_is_enabled_for_the_cli(project, capsys) -> None:
+    (project / "a.py").write_text(LOADER)
+    (project / "setup.cfg").write_text("[flake8]\nenable-extensions = XLA9, B9\nmax-line-length = 100\n")
+    assert run(capsys, "check", "a.py")[:2] == (1, LOADER_LINE)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["check", "missing.py"], "flake8-xla: error: missing.py: no such file or directory\n"),
     (["check", "--select", "E501", "."], "flake8-xla: error: select: unknown code or prefix 'E501'; "

@@ -45,6 +45,8 @@ def facts_and_last(source: str):
     ("model = torch.nn.Linear(2, 2).to(device)\nmodel(torch.ones(2).to(device))", DEVICE),
     ("class Net(torch.nn.Module):\n    pass\n\nNet()", MODULE),
     ("loss = compute(batch)\nloss.backward()\nloss", DEVICE),  # whatever .backward() is called on
+    ("def compute(model, batch):\n    return F.cross_entropy(model(batch), batch)\n\ncompute(m, b)", DEVICE),
+    ("def ratio(a, b):\n    if b:\n        return a / b\n    return 0.0\n\nratio(1, 2)", None),
     ("for data, target in DataLoader(ds):\n    data", HOST_TENSOR),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    target", DEVICE),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    step", HOST),
