@@ -32,7 +32,8 @@ class DeviceBeforeLaunch(Rule):
         "`xm.get_xla_supported_devices()`, `xla_compat.device()` and tensors or modules placed on it by "
         "name (`.to('xla')`, `device='xla:0'`). It looks at top-level code (the `__main__` block included) "
         "that runs before the launch, or before the call that leads to it, and at code earlier in the "
-        "function that calls the launch. Code in the launched function, or in any other function, is not "
+        "function that calls the launch, including calls of the module's own functions that use the device "
+        "(`setup()` returning `torch_xla.device()`). Code in the launched function, or in any other function, is not "
         "reported, and neither are single-process runs (`nprocs=1`, `debug_single_process=True`)."
     )
     why_bad = (
@@ -111,6 +112,15 @@ class DeviceBeforeLaunch(Rule):
                             "device inside the function you launch"),),
             title="torch_xla before 2.3 does not check, the workers fail",
         ),
+        Example(
+            "import torch_xla\n\n\ndef setup():\n    return torch_xla.device()\n\n\n"
+            "if __name__ == '__main__':\n    setup()\n    torch_xla.launch(_mp_fn)\n",
+            expect=((9, 5, "setup() (it uses torch_xla.device() on line 5) initializes the XLA runtime in the "
+                           "launching process before torch_xla.launch(...) on line 10: the launch then raises "
+                           "'Runtime is already initialized. Do not use the XLA device before calling "
+                           "xmp.spawn.'; get the device inside the function you launch"),),
+            title="through a helper",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
@@ -130,6 +140,8 @@ class DeviceBeforeLaunch(Rule):
         uses.extend(_placements(ctx.tree, ctx.flow))
         if not uses:
             return
+        launched = {call.args[0].id for call, _ in launches if call.args and type(call.args[0]) is ast.Name}
+        uses.extend(_helper_calls(ctx.tree, uses, launched, {id(call) for call, _ in launches}))
         flow = ctx.flow
         placed = [(call, spelled, flow.place(call)) for call, spelled in sorted(launches, key=lambda c: _start(c[0]))]
         entries: Optional[_Entries] = None
@@ -221,6 +233,36 @@ class _Entries:
 
     def in_main(self, node: ast.AST) -> bool:
         return any(start <= node.lineno <= end for start, end in self.main)
+
+
+def _helper_calls(tree: ast.AST, uses: List[Tuple[ast.AST, str]], launched: Set[str],
+                  launch_calls: Set[int]) -> List[Tuple[ast.AST, str]]:
+    """Calls of the module's functions that use the device (directly or through each other): ``setup()``
+    before the launch starts the runtime as surely as its body. Not the launched functions, and not the
+    ones that launch themselves (where their own order decides, above)."""
+    by_id = {id(node): (node, what) for node, what in uses}
+    functions = {node.name: node for node in tree.body if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                 and node.name not in launched}
+    inside = {name: list(ast.walk(fn)) for name, fn in functions.items()}
+    inside = {name: nodes for name, nodes in inside.items() if not any(id(n) in launch_calls for n in nodes)}
+    reason: Dict[str, str] = {}
+    for name, nodes in inside.items():
+        found = next((by_id[id(n)] for n in nodes if id(n) in by_id), None)
+        if found is not None:
+            reason[name] = f"{found[1]} on line {found[0].lineno}"
+    changed = True
+    while changed:  # a helper that calls a helper that uses the device
+        changed = False
+        for name, nodes in inside.items():
+            if name in reason:
+                continue
+            callee = next((n.func.id for n in nodes if type(n) is ast.Call and type(n.func) is ast.Name
+                           and n.func.id in reason), None)
+            if callee is not None:
+                reason[name] = f"{callee}() on line {functions[callee].lineno}"
+                changed = True
+    return [(node, f"{node.func.id}() (it uses {reason[node.func.id]})") for node in ast.walk(tree)
+            if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in reason]
 
 
 def _placements(tree: ast.AST, flow: FlowFacts) -> Iterator[Tuple[ast.AST, str]]:
