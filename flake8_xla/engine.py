@@ -36,11 +36,10 @@ def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "
     ``assume_xla``: lint the file even when its text never mentions torch_xla (skip the pre-filter).
     Raises SyntaxError only when ``tree`` is None and the source does not parse.
     """
-    source = "".join(lines)
-    if not assume_xla and not might_match(source):
+    if not assume_xla and not might_match("".join(lines)):
         return []
     if tree is None:
-        tree = ast.parse(source, filename)
+        tree = ast.parse("".join(lines), filename)
     table = api_table()
     resolved = infer_target(filename, target, table.latest)
     return lint_tree(lines, tree, filename, resolved, rules)

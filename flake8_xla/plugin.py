@@ -62,12 +62,12 @@ class XlaChecker:
         forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
-        # before _rules(): keeps the rule import lazy
+        # the pre-filter here, before _rules(), keeps the rule import lazy; lint() need not repeat it
         if not self.assume_xla and not might_match("".join(self.lines)):
             return
         try:
             diagnostics = lint(self.lines, self.tree, self.filename, self.target_version,
-                               _rules(self.off_by_default), assume_xla=self.assume_xla)
+                               _rules(self.off_by_default), assume_xla=True)
         except Exception as exc:  # never crash flake8: report it where the user will see it
             yield 1, 0, f"XLA000 flake8-xla internal error, please report: {type(exc).__name__}: {exc}", type(self)
             return
