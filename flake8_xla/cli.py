@@ -246,18 +246,26 @@ def _fix_file(job: Job, path: str, display: str, source: Source, tree: ast.Modul
     if outcome.source == text:
         return source.text, tree
     new_text = outcome.source.replace("\n", "\r\n") if source.newline_crlf else outcome.source
+    if not _apply_fix(job, path, display, source, new_text, outcome.fixed, result):
+        return source.text, tree  # not written (--diff, or the write failed): report against the file as it is
+    return new_text, ast.parse(new_text)
+
+
+def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str, fixed: Counter,
+               result: FileResult) -> bool:
+    """Show the fixed text as a diff (--diff) or write it; True when the file now holds it."""
     if job.diff:
         result.diff = "".join(difflib.unified_diff(source.text.splitlines(True), new_text.splitlines(True),
                                                    f"a/{display}", f"b/{display}"))
-        result.fixed = outcome.fixed
-        return source.text, tree  # nothing written: report against the file as it is
+        result.fixed = fixed
+        return False
     try:
         write_atomically(path, new_text, source.encoding)
     except OSError as exc:
         result.error = f"could not write the fixed file: {exc}"
-        return source.text, tree
-    result.fixed = outcome.fixed
-    return new_text, ast.parse(new_text)
+        return False
+    result.fixed = fixed
+    return True
 
 
 # --- documents: notebooks, Markdown, reStructuredText ----------------------------------------------
@@ -279,19 +287,8 @@ def _run_document(job: Job, path: str, display: str, source: Source, assume_xla:
             result.error = f"not fixed: {exc}"
         else:
             result.error = fixed.error
-            if fixed.text != text:
-                result.fixed = fixed.fixed
-                if job.diff:
-                    result.diff = "".join(difflib.unified_diff(text.splitlines(True), fixed.text.splitlines(True),
-                                                               f"a/{display}", f"b/{display}"))
-                else:
-                    try:
-                        write_atomically(path, fixed.text, source.encoding)
-                    except OSError as exc:
-                        result.fixed = Counter()
-                        result.error = f"could not write the fixed file: {exc}"
-                    else:
-                        text, document = fixed.text, read_document(path, fixed.text)
+            if fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result):
+                text, document = fixed.text, read_document(path, fixed.text)
     where = "cell" if document.kind == "notebook" else "line"
     result.notes = [f"{display}: {where} {at}: not linted: {reason}" if at else f"{display}: not linted: {reason}"
                     for at, reason in document.skipped]

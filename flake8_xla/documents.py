@@ -344,6 +344,20 @@ def _text_layout(lines: List[str], first: int, end: int, width: int, tabsize: in
 # Markdown
 
 
+def _session_paragraph(reader: _Reader, lines: List[str], i: int, width: int, tabsize: int, kind: str) -> int:
+    """Read the ``>>>`` session that starts at line ``i`` and runs to the next blank line; return
+    where it ends."""
+    end = i
+    while end < len(lines) and lines[end].strip():
+        end += 1
+    layout = _text_layout(lines, i, end, width, tabsize, True)
+    if isinstance(layout, str):
+        reader.skip(i + 1, layout)
+    else:
+        reader.add(layout, kind, i + 1)
+    return end
+
+
 def _read_markdown(reader: _Reader, lines: List[str]) -> None:
     i = 0
     while i < len(lines):
@@ -356,16 +370,8 @@ def _read_markdown(reader: _Reader, lines: List[str]) -> None:
         width = _width(body[:len(body) - len(stripped)], 4)
         blank_before = i == 0 or not lines[i - 1].strip()
         if blank_before and width >= 4 and _starts_session(stripped):
-            # an indented code block holding an interpreter session, up to the next blank line
-            end = i
-            while end < len(lines) and lines[end].strip():
-                end += 1
-            layout = _text_layout(lines, i, end, width, 4, True)
-            if isinstance(layout, str):
-                reader.skip(i + 1, layout)
-            else:
-                reader.add(layout, "pycon", i + 1)
-            i = end
+            # an indented code block holding an interpreter session
+            i = _session_paragraph(reader, lines, i, width, 4, "pycon")
             continue
         i += 1
 
@@ -431,15 +437,7 @@ def _read_rst(reader: _Reader, lines: List[str]) -> None:
                 continue
         blank_before = i == 0 or not lines[i - 1].strip()
         if blank_before and _starts_session(stripped):
-            end = i
-            while end < len(lines) and lines[end].strip():
-                end += 1
-            layout = _text_layout(lines, i, end, width, 8, True)
-            if isinstance(layout, str):
-                reader.skip(i + 1, layout)
-            else:
-                reader.add(layout, "doctest", i + 1)
-            i = end
+            i = _session_paragraph(reader, lines, i, width, 8, "doctest")
             continue
         i += 1
 

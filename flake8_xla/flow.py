@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .semantic import Reference
+from .syntax import walk
 
 FSDP_V1 = frozenset({
     "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
@@ -537,36 +538,9 @@ def _children(value: object) -> List[ast.AST]:
     return [value] if isinstance(value, ast.AST) else []
 
 
-# node type -> the fields that may hold nodes; ``ctx`` holds the shared Load/Store/Del instances,
-# which belong to no statement
-_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
-
-
-def _child_fields(kind: type) -> Tuple[str, ...]:
-    fields = _CHILD_FIELDS[kind] = tuple(field for field in kind._fields if field != "ctx")
-    return fields
-
-
 def _below(roots: List[ast.AST]) -> List[ast.AST]:
-    """The roots and all nodes below them, but not inside lambdas (another scope). Consumes ``roots``.
-    The hottest loop of the numbering, hence written out."""
-    out: List[ast.AST] = []
-    stack, push = roots, roots.append
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        kind = type(node)
-        if kind is ast.Lambda:
-            continue
-        for field in _CHILD_FIELDS.get(kind) or _child_fields(kind):
-            value = getattr(node, field, None)
-            if type(value) is list:
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        push(item)
-            elif isinstance(value, ast.AST):
-                push(value)
-    return out
+    """The roots and all nodes below them, but not inside lambdas (another scope)."""
+    return walk(roots, (ast.Lambda,))
 
 
 def _def_header(stmt: ast.stmt) -> List[ast.AST]:

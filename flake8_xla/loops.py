@@ -20,9 +20,11 @@ from .semantic import Reference
 
 # calls that mark a loop body as one training step
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# calls that cut the graph and hand it to the device
+SYNCS: FrozenSet[str] = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class StepLoop:
 def _own_nodes(nodes: Sequence[ast.AST]) -> Iterator[ast.AST]:
     """Nodes under ``nodes`` without entering nested functions, classes, lambdas or loops (an
     inner loop is its own step loop; an epoch loop around it is not one)."""
-    return iter(walk(nodes, _SCOPES + _LOOPS))
+    return iter(walk(nodes, SCOPES + LOOPS))
 
 
 def _marks_a_step(node: ast.AST, qualnames: Dict[int, str]) -> bool:
@@ -106,7 +108,7 @@ class StepRegion:
 
 def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
     """Like :func:`_own_nodes`, but entering inner loops (a compiled step runs them all)."""
-    return walk(nodes, _SCOPES)
+    return walk(nodes, SCOPES)
 
 
 class StepRegions:
@@ -124,7 +126,7 @@ class StepRegions:
 
     @functools.cached_property
     def training_loops(self) -> List[StepLoop]:
-        return step_loops(self.ctx.nodes_of(*_LOOPS), self.ctx.model.references)
+        return step_loops(self.ctx.nodes_of(*LOOPS), self.ctx.model.references)
 
     def region_of(self, node: ast.AST) -> Optional[StepRegion]:
         return self._regions.get(id(node))
@@ -143,7 +145,7 @@ class StepRegions:
                 _claim(regions, StepRegion(node, COMPILED), _inside(node.body))
         for step in self.training_loops:
             _claim(regions, StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop))
-        for node in ctx.nodes_of(*_LOOPS) if ctx.tensors.may_have_modules else ():
+        for node in ctx.nodes_of(*LOOPS) if ctx.tensors.may_have_modules else ():
             if id(node) not in regions and self._runs_model(node):
                 _claim(regions, StepRegion(node, MODEL_LOOP), _loop_nodes(node))
         for cls in ctx.tensors.module_classes.values():
@@ -228,9 +230,9 @@ def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
 
 
 def _loop_nodes(loop: ast.AST) -> List[ast.AST]:
-    nodes = walk(loop.body, _SCOPES + _LOOPS)
+    nodes = walk(loop.body, SCOPES + LOOPS)
     if type(loop) is ast.While:
-        nodes += walk([loop.test], _SCOPES + _LOOPS)  # evaluated before every step
+        nodes += walk([loop.test], SCOPES + LOOPS)  # evaluated before every step
     return nodes
 
 

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.loops import in_step
+from flake8_xla.loops import SYNCS, in_step
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # calls that block the host until the device is done (or sync several times) on every call
@@ -15,7 +15,6 @@ BLOCKING = {
     "torch_xla.core.xla_model.save": "waits for the device and copies the data to the host",
     "torch_xla.core.xla_model.do_on_ordinals": "waits for every replica",
 }
-SYNCS = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
 LOOP = ("import torch\nimport torch_xla\n\nfor data, target in loader:\n    optimizer.zero_grad()\n"
         "    loss = model(data).sum()\n    loss.backward()\n    optimizer.step()\n")
 

@@ -3,17 +3,14 @@ import ast
 from typing import Dict, Iterator, List, Set
 
 from flake8_xla.syntax import walk
-from flake8_xla.loops import COMPILED, DYNAMO, StepRegions
+from flake8_xla.flow import is_constant
+from flake8_xla.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
 
 DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader",
                             "torch_xla.distributed.parallel_loader.ParallelLoader"})
-SYNCS = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
-BARRIER_STEPS = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
-STEP_SCOPES = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
-                         "torch_xla.torch_xla.step"})
 EAGER = frozenset({"torch_xla.experimental.eager_mode", "torch_xla._XLAC._set_use_eager_mode"})
 ITERATORS = frozenset({"enumerate", "zip", "iter", "tqdm"})
 HEADER = "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader\n\n"
@@ -135,14 +132,14 @@ def _cuts(qualname, node: ast.AST, syncing: Set[str]) -> bool:
     call of a function of this file that does one of those."""
     if type(node) is ast.Call:
         name = qualname(node.func)
-        if name in SYNCS or name in STEP_SCOPES:
+        if name in SYNCS or name in XLA_COMPILE:
             return True
-        if name in BARRIER_STEPS and any(k.arg == "barrier" and not (type(k.value) is ast.Constant and
-                                                                     k.value.value is False) for k in node.keywords):
+        if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
+                                        for k in node.keywords):
             return True
         return _called_name(node) in syncing
     if type(node) in (ast.With, ast.AsyncWith):
-        return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in STEP_SCOPES
+        return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in XLA_COMPILE
                    for i in node.items)
     return False
 
@@ -155,10 +152,10 @@ def _syncing_functions(ctx: FileContext) -> Set[str]:
     for node in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
         functions.setdefault(node.name, []).append(node)
     syncing = {name for name, defs in functions.items()
-               if any(any(qualname(d.func if type(d) is ast.Call else d) in STEP_SCOPES for d in fn.decorator_list)
+               if any(any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list)
                       for fn in defs)}
     for node in ctx.nodes_of(ast.Assign):  # step = torch_xla.compile(fn)
-        if type(node.value) is ast.Call and qualname(node.value.func) in STEP_SCOPES:
+        if type(node.value) is ast.Call and qualname(node.value.func) in XLA_COMPILE:
             syncing.update(t.id for t in node.targets if type(t) is ast.Name)
     bodies = {name: [n for fn in defs for n in walk([fn])] for name, defs in functions.items()}
     changed = True

@@ -3,13 +3,11 @@ import ast
 from typing import Dict, Iterator, Optional, Set
 
 from flake8_xla.graph import spelled
-from flake8_xla.loops import DYNAMO, compiled_callables
+from flake8_xla.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.syntax import walk
 from flake8_xla.tensors import TENSORS
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 FLOAT_CALLS = frozenset({"float", "get_last_lr", "get_lr", "random", "uniform", "gauss", "time", "perf_counter"})
 HEADER = ("import torch\nimport torch_xla\n\n\n@torch.compile(backend=\"openxla\")\ndef train_step(x, lr):\n"
           "    return x - lr * x.grad\n\n\ndevice = torch_xla.device()\nx = torch.ones(4, device=device)\n")
@@ -58,8 +56,8 @@ class PythonFloatIntoCompiled(Rule):
         if not callables:
             return
         innermost: Dict[int, ast.AST] = {}
-        for loop in sorted(ctx.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
-            for node in walk(loop.body, _SCOPES):
+        for loop in sorted(ctx.nodes_of(*LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+            for node in walk(loop.body, SCOPES):
                 innermost.setdefault(id(node), loop)
         for call in ctx.nodes_of(ast.Call):
             name = _called(call)
@@ -92,17 +90,17 @@ def _called(call: ast.Call) -> Optional[str]:
 def _varying_names(loop: ast.AST) -> Set[str]:
     """Names that take a new value on each iteration: loop targets and names assigned in the body."""
     roots = ([loop.target] if type(loop) is not ast.While else []) + list(loop.body)
-    return {n.id for n in walk(roots, _SCOPES) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    return {n.id for n in walk(roots, SCOPES) if type(n) is ast.Name and type(n.ctx) is ast.Store}
 
 
 def _changes(expr: ast.expr, varying: Set[str]) -> bool:
-    return any(type(n) is ast.Name and n.id in varying or type(n) is ast.Call for n in walk([expr], _SCOPES))
+    return any(type(n) is ast.Name and n.id in varying or type(n) is ast.Call for n in walk([expr], SCOPES))
 
 
 def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -> bool:
     """Whether ``expr`` computes a Python float: a float constant, a true division, float(),
     .item(), a learning-rate getter, or a name assigned one of those in the loop."""
-    for node in walk([expr], _SCOPES):
+    for node in walk([expr], SCOPES):
         kind = type(node)
         if kind is ast.Constant and type(node.value) is float:
             return True
@@ -115,7 +113,7 @@ def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -
                 return True
         if kind is ast.Name and node.id not in seen:
             seen.add(node.id)
-            for assign in walk(list(loop.body), _SCOPES):
+            for assign in walk(list(loop.body), SCOPES):
                 if type(assign) in (ast.Assign, ast.AugAssign, ast.AnnAssign) and any(
                         type(t) is ast.Name and t.id == node.id
                         for t in (assign.targets if type(assign) is ast.Assign else [assign.target])) and \
