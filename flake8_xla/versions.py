@@ -3,7 +3,8 @@
 The target is the torch_xla release the linted code is judged against. It comes from,
 in order: the explicit option, the floor of a ``torch_xla``/``torch-xla`` requirement in the
 nearest project file, the installed torch_xla's package metadata (torch is never imported),
-and finally the newest release the rule data knows.
+and finally the newest release the rule data knows. The resolved :class:`Target` says which,
+down to the file and line (``origin``), for ``-v`` and ``--show-settings``.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import functools
 import os
 import re
 import sys
-from typing import Callable, Iterable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 
 class Version(NamedTuple):
@@ -36,7 +37,33 @@ def parse_version(text: str) -> Version:
 
 class Target(NamedTuple):
     version: Version
-    source: str  # where the version came from, for --verbose style reporting
+    source: str  # what kind of place the version came from, in short ("installed torch_xla", ...)
+    # exactly where: "--xla-target-version 2.8", "<config> [tool.flake8-xla] target-version = 2.8",
+    # "<file>:<line>: torch_xla>=2.6", "installed torch_xla (2.9)", "newest release known to flake8-xla (2.9)";
+    # empty for targets built by hand (tests, rule examples)
+    origin: str = ""
+
+
+def check_target(value: object, where: str, known: Sequence[Version], warn: Optional["Warn"] = None) -> Version:
+    """A target version a user gave (option or config value), checked.
+
+    ``where`` names the option or the file, section and key. Raises ValueError (one line) for a
+    value that is not text (TOML reads an unquoted ``2.10`` as the float 2.1, so a number is never
+    trusted) or not a version; warns through ``warn`` (default: once, on stderr) for a release
+    outside ``known``, whose rule data may not describe it.
+    """
+    if not isinstance(value, str):
+        hint = " (TOML reads an unquoted 2.10 as 2.1)" if isinstance(value, float) else ""
+        shown = f"the number {value!r}" if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+        raise ValueError(f'{where} must be a quoted string such as "2.10", not {shown}{hint}')
+    try:
+        version = parse_version(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    if known and version not in known:
+        (warn or _warn_once)(f"{where}: torch_xla {version} is outside the releases flake8-xla knows "
+                             f"({min(known)} to {max(known)}); its rule data may not describe that release")
+    return version
 
 
 # A requirement names torch_xla (any spelling, extras allowed) followed by its specifiers.
@@ -67,41 +94,61 @@ def _warn_stderr(message: str) -> None:
     sys.stderr.write(f"flake8-xla: warning: {message}\n")
 
 
-def _floor_from_requirements(lines: Iterable[str]) -> Optional[Version]:
-    floors = [f for f in (requirement_floor(line) for line in lines) if f is not None]
-    return min(floors) if floors else None
+# A floor, the requirement as shown to the user, and the text that finds its line (Target.origin)
+Floor = Tuple[Version, str, str]
 
 
-def _from_pyproject(path: str) -> Optional[Version]:
+def _floor_from_requirements(lines: Iterable[str]) -> Optional[Floor]:
+    found = []
+    for line in lines:
+        if isinstance(line, str):
+            floor = requirement_floor(line)
+            if floor is not None:
+                text = line.split("#", 1)[0].strip()
+                found.append((floor, text, text))
+    return min(found, key=lambda item: item[0]) if found else None
+
+
+def _table(value) -> dict:
+    # a project file of the wrong shape (``project = 5``) declares nothing, it does not crash
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _from_pyproject(path: str) -> Optional[Floor]:
     try:
         import tomllib  # type: ignore[import-not-found]
     except ImportError:  # Python < 3.11
         import tomli as tomllib  # type: ignore[no-redef]
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    project = data.get("project", {})
-    reqs = list(project.get("dependencies", []))
-    for extra in project.get("optional-dependencies", {}).values():
-        reqs.extend(extra)
-    for group in data.get("dependency-groups", {}).values():
-        reqs.extend(r for r in group if isinstance(r, str))
-    floor = _floor_from_requirements(r for r in reqs if isinstance(r, str))
+    project = _table(data.get("project"))
+    reqs = list(_list(project.get("dependencies")))
+    for extra in _table(project.get("optional-dependencies")).values():
+        reqs.extend(_list(extra))
+    for group in _table(data.get("dependency-groups")).values():
+        reqs.extend(_list(group))
+    floor = _floor_from_requirements(reqs)
     if floor is not None:
         return floor
-    poetry = data.get("tool", {}).get("poetry", {})
-    tables = [poetry.get("dependencies", {})]
-    tables += [g.get("dependencies", {}) for g in poetry.get("group", {}).values()]
+    poetry = _table(_table(data.get("tool")).get("poetry"))
+    tables = [_table(poetry.get("dependencies"))]
+    tables += [_table(_table(g).get("dependencies")) for g in _table(poetry.get("group")).values()]
     for table in tables:
         for name, spec in table.items():
             if re.fullmatch(r"torch[-_.]xla", name, re.IGNORECASE):
                 if isinstance(spec, dict):
                     spec = spec.get("version", "")
                 if isinstance(spec, str):
-                    return _spec_floor(spec)
+                    floor = _spec_floor(spec)
+                    return None if floor is None else (floor, f"{name} {spec}", name)
     return None
 
 
-def _from_setup_cfg(path: str) -> Optional[Version]:
+def _from_setup_cfg(path: str) -> Optional[Floor]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(path, encoding="utf-8")
     lines: list = []
@@ -113,9 +160,21 @@ def _from_setup_cfg(path: str) -> Optional[Version]:
     return _floor_from_requirements(lines)
 
 
-def _from_requirements_txt(path: str) -> Optional[Version]:
+def _from_requirements_txt(path: str) -> Optional[Floor]:
     with open(path, encoding="utf-8", errors="replace") as f:
         return _floor_from_requirements(f)
+
+
+def _line_of(path: str, requirement: str) -> Optional[int]:
+    """The first line of ``path`` that holds ``requirement`` (1-based), to point the user at it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                if requirement in line:
+                    return number
+    except OSError:
+        pass
+    return None
 
 
 def _project_files(directory: str) -> list:
@@ -135,12 +194,15 @@ def _floor_in_directory(directory: str) -> Optional[Target]:
         if not os.path.isfile(path):
             continue
         try:
-            floor = reader(path)
+            found = reader(path)
         except Exception as exc:  # a broken project file must never stop linting
             _warn_once(f"could not read {path} ({type(exc).__name__}: {exc}); ignoring it")
             continue
-        if floor is not None:
-            return Target(floor, f"torch_xla requirement in {path}")
+        if found is not None:
+            floor, shown, needle = found
+            line = _line_of(path, needle)
+            where = path if line is None else f"{path}:{line}"
+            return Target(floor, f"torch_xla requirement in {path}", f"{where}: {shown}")
     return None
 
 
@@ -177,10 +239,19 @@ def _project_floor(directory: str) -> Optional[Target]:
     return _project_floor(parent)
 
 
-def infer_target(filename: str, explicit: Optional[str], latest: Version) -> Target:
-    """Resolve the target version for one file (``filename`` may be ``stdin`` or ``-``)."""
+EXPLICIT = "--xla-target-version"
+
+
+def infer_target(filename: str, explicit: Optional[str], latest: Version, origin: Optional[str] = None) -> Target:
+    """Resolve the target version for one file (``filename`` may be ``stdin`` or ``-``).
+
+    ``origin`` names where ``explicit`` was set when that is not the command line, e.g. the
+    config file, section and key (``Settings.target_origin``).
+    """
     if explicit:
-        return Target(parse_version(explicit), "--xla-target-version")
+        where = origin or EXPLICIT
+        separator = " " if where == EXPLICIT else " = "
+        return Target(parse_version(explicit), where, f"{where}{separator}{explicit}")
     # an editor's unsaved new file still belongs to the project of the directory it is in
     directory = os.path.dirname(os.path.abspath(filename)) if filename not in ("stdin", "-", "") else ""
     if not os.path.isdir(directory):
@@ -190,8 +261,8 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version) -> Tar
         return found
     installed = installed_version()
     if installed is not None:
-        return Target(installed, "installed torch_xla")
-    return Target(latest, "newest release known to flake8-xla")
+        return Target(installed, "installed torch_xla", f"installed torch_xla ({installed})")
+    return Target(latest, "newest release known to flake8-xla", f"newest release known to flake8-xla ({latest})")
 
 
 def forget_project_files() -> None:

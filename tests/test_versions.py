@@ -192,3 +192,76 @@ def test_installed_version_reads_metadata_without_importing_torch(tmp_path) -> N
     env = dict(os.environ, PYTHONPATH=str(site))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2.6"
+
+
+# --- where the target came from (issue 12, defect 19) -------------------------------------------
+
+def test_origin_of_an_explicit_target(tmp_path) -> None:
+    target = infer_target(str(tmp_path / "a.py"), "2.8", Version(2, 9))
+    assert target == (Version(2, 8), "--xla-target-version", "--xla-target-version 2.8")
+    target = infer_target(str(tmp_path / "a.py"), "2.8", Version(2, 9), "setup.cfg [flake8] xla-target-version")
+    assert target.origin == "setup.cfg [flake8] xla-target-version = 2.8"
+
+
+def test_origin_names_the_requirement_file_and_line(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    req = tmp_path / "requirements-tpu.txt"
+    req.write_text("# pinned\nnumpy\ntorch_xla[tpu]==2.7.0  # tpu wheels\n")
+    target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
+    assert target.source == f"torch_xla requirement in {req}"
+    assert target.origin == f"{req}:3: torch_xla[tpu]==2.7.0"
+
+
+def test_origin_names_the_lowest_requirement_of_several(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\ndependencies = [\n  "torch_xla>=2.6",\n]\n'
+                         '[project.optional-dependencies]\nold = [\n  "torch-xla>=2.3,<2.5",\n]\n')
+    target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
+    assert target == (Version(2, 3), f"torch_xla requirement in {pyproject}", f"{pyproject}:8: torch-xla>=2.3,<2.5")
+    cfg = tmp_path / "sub" / "setup.cfg"
+    cfg.parent.mkdir()
+    cfg.write_text("[options]\ninstall_requires =\n    torch\n    torch_xla>=2.4\n")
+    assert infer_target(str(tmp_path / "sub" / "a.py"), None, Version(2, 9)).origin == f"{cfg}:4: torch_xla>=2.4"
+
+
+def test_origin_of_a_poetry_requirement(tmp_path, monkeypatch) -> None:
+    _no_installed(monkeypatch)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.poetry.dependencies]\npython = "^3.10"\ntorch-xla = "^2.5"\n')
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == f"{pyproject}:3: torch-xla ^2.5"
+
+
+def test_origin_of_installed_and_newest(tmp_path, monkeypatch) -> None:
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setattr(versions, "installed_version", lambda: Version(2, 6))
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == "installed torch_xla (2.6)"
+    _no_installed(monkeypatch)
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == \
+        "newest release known to flake8-xla (2.9)"
+
+
+def test_two_positional_target_still_builds() -> None:
+    # tests and docs build Target(version, "why") by hand
+    assert versions.Target(Version(2, 9), "test").origin == ""
+
+
+@pytest.mark.parametrize("value, message", [
+    (2.1, 'x: target-version must be a quoted string such as "2.10", not the number 2.1 '
+          "(TOML reads an unquoted 2.10 as 2.1)"),
+    (True, 'x: target-version must be a quoted string such as "2.10", not True'),
+    ("2.x", "x: target-version: not a torch_xla version: '2.x' (expected MAJOR.MINOR, e.g. 2.8)"),
+])
+def test_check_target_rejects(value, message) -> None:
+    with pytest.raises(ValueError) as info:
+        versions.check_target(value, "x: target-version", (Version(2, 9),))
+    assert str(info.value) == message
+
+
+def test_check_target_warns_once_outside_the_known_releases() -> None:
+    seen = []
+    known = (Version(2, 8), Version(2, 9))
+    assert versions.check_target("2.10", "--xla-target-version", known, seen.append) == Version(2, 10)
+    assert versions.check_target("2.9", "--xla-target-version", known, seen.append) == Version(2, 9)
+    assert seen == ["--xla-target-version: torch_xla 2.10 is outside the releases flake8-xla knows (2.8 to 2.9); "
+                    "its rule data may not describe that release"]
