@@ -8,12 +8,14 @@ gets the same behaviour from the CLI). Command-line options override the file.
 from __future__ import annotations
 
 import configparser
+import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Tuple, Union
 
-from .versions import parse_version
+from .lifecycle import api_table
+from .versions import EXPLICIT, Version, check_target
 
 
 class ConfigError(Exception):
@@ -34,6 +36,7 @@ class Settings:
     exclude: Optional[Tuple[str, ...]] = None  # None: the default excludes
     extend_exclude: Tuple[str, ...] = ()
     target_version: Optional[str] = None
+    target_origin: Optional[str] = None  # where target_version was set: "<file> [<section>] <key>" or the option
     assume_torch_xla: AssumeXla = False  # lint files that never mention torch_xla too (all, or these globs)
     output_format: str = "text"
     source: Optional[str] = None  # the file these settings came from
@@ -52,6 +55,10 @@ _FLAKE8_KEYS = {"xla-target-version", "select", "extend-select", "ignore", "exte
 _BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
 
+def _is_text_list(value) -> bool:
+    return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
+
+
 def _split_list(value) -> Tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         items = [str(v) for v in value]
@@ -60,16 +67,72 @@ def _split_list(value) -> Tuple[str, ...]:
     return tuple(item.strip() for item in items if item.strip())
 
 
-def _parse_per_file_ignores(value) -> PerFileIgnores:
-    """``{"tests/*" = ["XLA101"]}`` (TOML) or flake8's ``GLOB: CODES`` text, parsed by flake8 itself."""
-    if isinstance(value, dict):
-        return tuple((str(k), _split_list(v)) for k, v in value.items())
+def _text_list(values: Dict[str, object], key: str, where: str, names: Dict[str, str]) -> Tuple[str, ...]:
+    """A list-valued option: TOML may give a list or a string, anything else is a mistake (a number
+    read as one pattern once replaced the default excludes)."""
+    value = values.get(key, ())
+    if value == ():
+        return ()
+    if not _is_text_list(value):
+        raise ConfigError(f"{where}: {names.get(key, key)} must be a string or a list of strings, not {value!r}")
+    return _split_list(value)
+
+
+_PFI_EXAMPLE = '(e.g. "tests/*.py:XLA101")'
+
+
+def _parse_pfi_text(text: str, where: str) -> PerFileIgnores:
     from flake8.utils import parse_files_to_codes_mapping
 
+    # flake8's own parser keeps the CLI and the plugin reading [flake8] alike; it raises its
+    # ExecutionError (not a ValueError) on an entry without codes
     try:
-        return tuple((glob, tuple(codes)) for glob, codes in parse_files_to_codes_mapping(str(value)))
+        pairs = parse_files_to_codes_mapping(text)
+    except Exception:  # noqa: BLE001 - flake8's exception type is not part of its API
+        raise ConfigError(f"{where}: {text.strip()!r} is not GLOB:CODES {_PFI_EXAMPLE}") from None
+    return tuple((glob, tuple(codes)) for glob, codes in pairs)
+
+
+def parse_per_file_ignores(value, where: str = "--per-file-ignores") -> PerFileIgnores:
+    """``{"tests/*" = ["XLA101"]}`` or ``["tests/*:XLA101"]`` (TOML), or flake8's ``GLOB: CODES``
+    text. ``where`` names the option, or the file, section and key, for the ConfigError."""
+    if isinstance(value, dict):
+        out = []
+        for glob, codes in value.items():
+            if not _is_text_list(codes):
+                raise ConfigError(f"{where}: the codes for {glob!r} must be a string or a list of strings, "
+                                  f"not {codes!r}")
+            out.append((str(glob), _split_list(codes)))
+        return tuple(out)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(pair for item in value for pair in _parse_pfi_text(item, where))
+    if isinstance(value, str):
+        return _parse_pfi_text(value, where)
+    raise ConfigError(f"{where} must be a table of GLOB = [CODES], a list or a string, not {value!r}")
+
+
+_parse_per_file_ignores = parse_per_file_ignores  # the old private name, until cli.py switches
+
+
+@functools.lru_cache(maxsize=None)
+def known_releases() -> Tuple[Version, ...]:
+    """The torch_xla releases the API table speaks of: from the oldest it names to its latest."""
+    table = api_table()
+    named = {v for row in table.rows for v in (row.deprecated_in, row.removed_in, row.replacement_since) if v}
+    oldest = min(named | {table.latest})
+    if oldest.major != table.latest.major:
+        return tuple(sorted(named | {table.latest}))
+    return tuple(Version(oldest.major, minor) for minor in range(oldest.minor, table.latest.minor + 1))
+
+
+def check_target_version(value, where: str) -> str:
+    """A target version from an option or a config file: text and a version (else ConfigError), and
+    a warning on stderr when the API table does not know the release. Returns it as given."""
+    try:
+        check_target(value, where, known_releases())
     except ValueError as exc:
-        raise ConfigError(f"per-file-ignores: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(str(exc)) from None
+    return str(value)
 
 
 def _parse_assume_xla(value, where: str, key: str, booleans_only: bool) -> AssumeXla:
@@ -87,8 +150,10 @@ def _parse_assume_xla(value, where: str, key: str, booleans_only: bool) -> Assum
     raise ConfigError(f"{where}: {key} must be true, false or a list of glob patterns, not {value!r}")
 
 
-def _normalize(raw: Dict[str, object], where: str, known: set) -> Dict[str, object]:
+def _normalize(raw: Dict[str, object], where: str, known: set) -> Tuple[Dict[str, object], Dict[str, str]]:
+    """The values by normalised key, and each key as the file spells it (for messages)."""
     out: Dict[str, object] = {}
+    names: Dict[str, str] = {}
     for key, value in raw.items():
         norm = key.replace("_", "-").lower()
         if norm not in known:
@@ -96,15 +161,16 @@ def _normalize(raw: Dict[str, object], where: str, known: set) -> Dict[str, obje
                 raise ConfigError(f"{where}: unknown option {key!r} (known: {', '.join(sorted(_KEYS))})")
             continue
         out[norm] = value
-    return out
+        names[norm] = key
+    return out, names
 
 
 def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla_codes_only: bool = False,
                           known: Optional[set] = None) -> Settings:
-    values = _normalize(raw, where, known or _KEYS)
+    values, names = _normalize(raw, where, known or _KEYS)
 
     def codes(key: str) -> Tuple[str, ...]:
-        items = _split_list(values.get(key, ()))
+        items = _text_list(values, key, where, names)
         return tuple(c for c in items if c.upper().startswith("X")) if xla_codes_only else items
 
     kwargs: Dict[str, object] = {"source": where, "base_dir": base_dir}
@@ -114,28 +180,28 @@ def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla
     kwargs["extend_select"] = codes("extend-select") + codes("enable-extensions")
     kwargs["ignore"] = codes("ignore") + codes("extend-ignore")
     if "per-file-ignores" in values:
-        pfi = _parse_per_file_ignores(values["per-file-ignores"])
+        pfi = parse_per_file_ignores(values["per-file-ignores"], f"{where}: {names['per-file-ignores']}")
         if xla_codes_only:
             pfi = tuple((g, tuple(c for c in cs if c.upper().startswith("X"))) for g, cs in pfi)
             pfi = tuple((g, cs) for g, cs in pfi if cs)
         kwargs["per_file_ignores"] = pfi
     if "exclude" in values:
-        kwargs["exclude"] = _split_list(values["exclude"])
-    kwargs["extend_exclude"] = _split_list(values.get("extend-exclude", ()))
-    target = values.get("xla-target-version", values.get("target-version"))
-    if target not in (None, ""):
-        try:
-            parse_version(str(target))
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        kwargs["target_version"] = str(target)
+        kwargs["exclude"] = _text_list(values, "exclude", where, names)
+    kwargs["extend_exclude"] = _text_list(values, "extend-exclude", where, names)
+    for key in ("xla-target-version", "target-version"):
+        target = values.get(key)
+        if target is not None and target != "":
+            written = names.get(key, key)
+            kwargs["target_version"] = check_target_version(target, f"{where}: {written}")
+            kwargs["target_origin"] = f"{where} {written}"
+            break
     for key in ("assume-torch-xla", "xla-assume-torch-xla"):
         if key in values:
             # in [flake8] (xla_codes_only) the value is flake8's boolean option: no glob patterns there
             kwargs["assume_torch_xla"] = _parse_assume_xla(values[key], where, key, booleans_only=xla_codes_only)
     fmt = values.get("output-format")
     if fmt is not None:
-        if fmt not in FORMATS:
+        if not isinstance(fmt, str) or fmt not in FORMATS:
             raise ConfigError(f"{where}: output-format must be one of {', '.join(FORMATS)}, not {fmt!r}")
         kwargs["output_format"] = str(fmt)
     return Settings(**kwargs)  # type: ignore[arg-type]
@@ -151,7 +217,10 @@ def _read_toml(path: str) -> Optional[Dict[str, object]]:
             data = tomllib.load(f)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read the TOML: {exc}") from None
-    section = data.get("tool", {}).get("flake8-xla")
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: tool must be a table ([tool]), not {tool!r}")
+    section = tool.get("flake8-xla")
     if section is not None and not isinstance(section, dict):
         raise ConfigError(f"{path}: [tool.flake8-xla] must be a table")
     return section
@@ -213,7 +282,10 @@ def merge(base: Settings, **overrides) -> Settings:
         changes["extend_exclude"] = base.extend_exclude + changes["extend_exclude"]
     if "per_file_ignores" in changes:
         changes["per_file_ignores"] = base.per_file_ignores + changes["per_file_ignores"]
+    if "target_version" in changes and "target_origin" not in changes:
+        changes["target_origin"] = EXPLICIT  # the command line's value, not the file's
     return replace(base, **changes)
 
 
-__all__ = ["FORMATS", "AssumeXla", "ConfigError", "Settings", "discover", "load_file", "merge", "settings_from_mapping"]
+__all__ = ["FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version", "discover",
+           "known_releases", "load_file", "merge", "parse_per_file_ignores", "settings_from_mapping"]
