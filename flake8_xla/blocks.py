@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .documents import Block, Document, DocumentError, rewrite
 from .engine import fix_source, lint_fixable, might_match
-from .fix import split_lines
+from .lines import split_lines
 from .rule import Diagnostic
 from .versions import Target
 

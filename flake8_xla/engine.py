@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
 import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .fix import Fix, FixOutcome, FixSite, fix_to_fixpoint, split_lines
+from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
+from .lines import split_lines
 from .lifecycle import api_table
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
@@ -97,8 +97,7 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
                 assume_xla: bool = False) -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
-    # Split only at the newlines Python's tokenizer knows (str.splitlines also splits at \x0c, U+2028 ...).
-    return lint(io.StringIO(source, newline=None).readlines(), None, filename, target, assume_xla=assume_xla)
+    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
 
 
 __all__ = ["Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]

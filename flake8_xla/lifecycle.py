@@ -68,6 +68,7 @@ class ApiRow:
     plan: Optional[str]  # planned action for planned rows: deprecation, removal, internalization
     companion: Optional[str]  # the companion-runtime replacement (xla_compat), if any
     companion_note: Optional[str]  # why there is no companion replacement
+    companion_setup: Optional[str]  # what a program must do before the companion works
     fix: Fix
     evidence: str
     notes: Optional[str] = None
@@ -153,6 +154,7 @@ def _row(raw: dict) -> ApiRow:
         plan=raw.get("plan"),
         companion=raw.get("companion"),
         companion_note=raw.get("companion_note"),
+        companion_setup=raw.get("companion_setup"),
         fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
                 tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
                 fix.get("keep_positional"), tuple(fix.get("except_names", ()))),

@@ -11,7 +11,8 @@ import ast
 import re
 from typing import List, Optional, Tuple
 
-from .fix import Edit, Fix, FixSite, Locator, removal_edit
+from .fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from .lines import LineModel
 from .lifecycle import ApiRow, api_table
 from .lifecycle_match import LifecycleUse
 from .versions import Version
@@ -30,10 +31,18 @@ def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
         return None
     edits, imports = built
     title = _TITLES[kind](use, site.target)
-    return Fix(title, tuple(edits), row.fix.safety == "safe", tuple(imports))
+    # a rewrite to the companion adds a dependency on it: never safe, whatever the row says
+    companion = kind == "rename" and _is_companion(destination(row, site.target))
+    note = f"{destination(row, site.target)}() needs set-up: {row.companion_setup}" \
+        if companion and row.companion_setup else None
+    return Fix(title, tuple(edits), row.fix.safety == "safe" and not companion, tuple(imports), note)
 
 
-Built = Optional[Tuple[List[Edit], List[str]]]
+def _is_companion(dotted: Optional[str]) -> bool:
+    return bool(dotted) and dotted.split(".")[0] == "xla_compat"
+
+
+Built = Optional[Tuple[List[Edit], List[PlannedImport]]]
 
 
 def destination(row: ApiRow, target: Version) -> Optional[str]:
@@ -45,7 +54,7 @@ def destination(row: ApiRow, target: Version) -> Optional[str]:
 
 
 def _rename(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     ref = use.ref
     if ref.is_import or ref.qualname not in use.row.names or use.node is not ref.node:
         return None
@@ -53,9 +62,12 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
     if not dest or "." not in dest:
         return None
     module, attr = dest.rsplit(".", 1)
-    prefix = site.importer.prefix(module)
-    if prefix is None:
+    if _compares_with_replacement(ref.node, dest, site):
+        return None  # a test comparing the old API with its replacement: rewriting it proves nothing
+    reached = site.importer.reach(module, ref)
+    if reached is None:
         return None
+    prefix, planned = reached
     edits = [Edit(locator.start(ref.node), locator.end(ref.node), f"{prefix}.{attr}")]
     call = ref.call
     if call is not None:
@@ -63,7 +75,22 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
         if arguments is None:
             return None
         edits.extend(arguments)
-    return edits, [module]
+    return edits, [planned] if planned is not None else []
+
+
+def _compares_with_replacement(node: ast.AST, dest: str, site: FixSite) -> bool:
+    """Whether the statement holding ``node`` also uses ``dest`` itself."""
+    statement = node
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = site.parents.get(id(statement))
+    if statement is None:
+        return False
+    # a compound statement's header only (an `if` test, a `with` item), not its body
+    header = [getattr(statement, f) for f in statement._fields if f not in ("body", "orelse", "finalbody", "handlers")]
+    nodes = [n for part in header for item in (part if isinstance(part, list) else [part])
+             if isinstance(item, ast.AST) for n in ast.walk(item)]
+    qualnames = site.qualnames
+    return any(qualnames.get(id(n)) == dest for n in nodes if n is not node)
 
 
 def _arguments_in_order(call: ast.Call) -> List[ast.AST]:
@@ -76,7 +103,7 @@ def _literal(node: ast.AST) -> Optional[str]:
     return None
 
 
-def _map_arguments(row: ApiRow, call: ast.Call, locator: Locator) -> Optional[List[Edit]]:
+def _map_arguments(row: ApiRow, call: ast.Call, locator: LineModel) -> Optional[List[Edit]]:
     """Edits that turn the old call's arguments into the new callee's, or None when they cannot be."""
     fix = row.fix
     if not fix.signature:
@@ -122,7 +149,7 @@ def _map_arguments(row: ApiRow, call: ast.Call, locator: Locator) -> Optional[Li
     return edits
 
 
-def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: Locator) -> Optional[List[Edit]]:
+def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel) -> Optional[List[Edit]]:
     """Remove whole arguments with their commas."""
     ordered = _arguments_in_order(call)
     keep = [a for a in ordered if a not in doomed]
@@ -144,7 +171,7 @@ def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: Locator) -
 
 
 def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     call = use.ref.call
     if call is None:
         return None
@@ -157,7 +184,7 @@ def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
 
 
 def _rename_keyword(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     call, arg = use.ref.call, use.row.argument
     new = (use.row.replacement or "").rstrip("=")
     if call is None or arg is None or not arg.keyword or not new.isidentifier():
@@ -170,7 +197,7 @@ def _rename_keyword(use: LifecycleUse, site: FixSite) -> Built:
 
 
 def _keyword_arguments(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     call, arg, signature = use.ref.call, use.row.argument, use.row.fix.signature
     if call is None or arg is None or arg.position is None or not signature:
         return None
@@ -190,7 +217,7 @@ _FROM_MODULE = re.compile(r"from\s+([\w.\s]+?)\s+import\b")
 
 
 def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     ref, row = use.ref, use.row
     dest = destination(row, site.target)
     if not ref.is_import or not dest or not dest.startswith("torch_xla"):
@@ -235,7 +262,7 @@ def _under(qualname: str, module: str, names: Tuple[str, ...]) -> bool:
 
 
 def _delete_import(use: LifecycleUse, site: FixSite) -> Built:
-    locator = site.locator
+    locator = site.lines
     ref = use.ref
     stmt = ref.statement
     if not ref.is_import or stmt is None:
@@ -246,8 +273,8 @@ def _delete_import(use: LifecycleUse, site: FixSite) -> Built:
         aliases = [a for a in stmt.names if a is use.node]
     if type(stmt) is ast.Import and any(a.asname for a in aliases):
         return None  # the alias may be used later; a human decides
-    edit = removal_edit(locator, stmt, aliases, site.parents.get(id(stmt)))
-    return ([edit], []) if edit is not None else None
+    edits = removal_edits(locator, [(stmt, aliases)], site.parents)
+    return (edits, []) if edits is not None else None
 
 
 def _title_rename(use: LifecycleUse, target: Version) -> str:

@@ -124,7 +124,7 @@ class Rule:
         raise NotImplementedError
 
     def check_fixable(self, ctx: FileContext) -> Iterable[Tuple[Diagnostic, Optional[Callable]]]:
-        """Each diagnostic with a builder of its fix (called with a :class:`flake8_xla.fix.FixSite`),
+        """Each diagnostic with a builder of its fix (called with a :class:`flake8_xla.fixing.FixSite`),
         or None when it has no fix. Rules with fixes override this and derive ``check`` from it."""
         return ((d, None) for d in self.check(ctx))
 

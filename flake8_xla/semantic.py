@@ -36,7 +36,7 @@ _REQUIREMENT_TEXT = re.compile(r"(?i)torch[-_]xla\s*(?:>=|<=|==|~=|!=|>|<)")
 
 
 class Scope:
-    __slots__ = ("kind", "parent", "bindings", "globals", "nonlocals", "stars")
+    __slots__ = ("kind", "parent", "bindings", "globals", "nonlocals", "stars", "imports")
 
     def __init__(self, kind: str, parent: Optional["Scope"]) -> None:
         self.kind = kind  # module | class | function | comprehension
@@ -45,6 +45,7 @@ class Scope:
         self.globals: set = set()
         self.nonlocals: set = set()
         self.stars: List[str] = []  # modules star-imported here
+        self.imports: Dict[str, List[ast.stmt]] = {}  # name -> import statements binding it here
 
     def _owner(self, name: str) -> "Scope":
         if name in self.globals:
@@ -64,17 +65,25 @@ class Scope:
         elif value != PLACEHOLDER and old != value:
             scope.bindings[name] = AMBIGUOUS
 
+    def bind_import(self, name: str, value: str, statement: ast.stmt) -> None:
+        self.bind(name, value)
+        self._owner(name).imports.setdefault(name, []).append(statement)
+
     def lookup(self, name: str) -> Optional[str]:
         """The binding visible from this scope (None if the name is bound nowhere)."""
+        owner = self.owner_of(name)
+        return None if owner is None else owner.bindings.get(name)
+
+    def owner_of(self, name: str) -> Optional["Scope"]:
+        """The scope whose binding of ``name`` this scope sees (None if the name is bound nowhere)."""
         if name in self.globals:
-            return self.module().bindings.get(name)
+            module = self.module()
+            return module if name in module.bindings else None
         scope: Optional[Scope] = self
         first = True
         while scope is not None:
-            if first or scope.kind != "class":  # class bodies are invisible to nested scopes
-                value = scope.bindings.get(name)
-                if value is not None:
-                    return value
+            if (first or scope.kind != "class") and name in scope.bindings:  # class bodies are invisible to nested scopes
+                return scope
             first = False
             scope = scope.parent
         return None
@@ -97,6 +106,7 @@ class Reference(NamedTuple):
     parent: Optional[ast.AST]  # syntactic parent (a Call when this is the callee)
     is_import: bool
     statement: Optional[ast.AST]  # the import statement, for import references
+    scope: Optional[Scope] = None  # the scope the reference sits in
 
     @property
     def call(self) -> Optional[ast.Call]:
@@ -125,7 +135,7 @@ class SemanticModel:
         self._compat_names = compat_names
         self._star_known = star_known
         self._uses: List[_Use] = []
-        self._imports: List[Tuple[ast.alias, str, int, ast.AST]] = []
+        self._imports: List[Tuple[ast.alias, str, int, ast.AST, Scope]] = []
         self._compat_tests: Dict[ast.AST, bool] = {}  # an If test is asked twice: block and branch
         # Subscript assignment targets -> assigned value (``os.environ[k] = v``).
         self.assigned: Dict[ast.AST, ast.expr] = {}
@@ -135,8 +145,8 @@ class SemanticModel:
 
     # -- resolution -----------------------------------------------------------------------
     def _resolve(self) -> Iterator[Reference]:
-        for alias, qualname, guard, stmt in self._imports:
-            yield Reference(alias, qualname, qualname, tuple(qualname.split(".")), guard, stmt, True, stmt)
+        for alias, qualname, guard, stmt, scope in self._imports:
+            yield Reference(alias, qualname, qualname, tuple(qualname.split(".")), guard, stmt, True, stmt, scope)
         for node, root, parts, scope, guard, parent in self._uses:
             bound = scope.lookup(root)
             if bound is None:
@@ -144,7 +154,7 @@ class SemanticModel:
             if not bound or bound in (AMBIGUOUS, PLACEHOLDER):
                 continue
             qualname = bound + "." + ".".join(parts) if parts else bound
-            yield Reference(node, qualname, bound, (root,) + parts, guard, parent, False, None)
+            yield Reference(node, qualname, bound, (root,) + parts, guard, parent, False, None, scope)
 
     def _from_star(self, scope: Scope, name: str) -> Optional[str]:
         for module in scope.module().stars:
@@ -331,11 +341,11 @@ def _visit_comprehension(model: SemanticModel, node, parent, scope: Scope, guard
 def _visit_import(model: SemanticModel, node: ast.Import, parent, scope: Scope, guard: int, push) -> None:
     for alias in node.names:
         if alias.asname:
-            scope.bind(alias.asname, alias.name)
+            scope.bind_import(alias.asname, alias.name, node)
         else:
             root = alias.name.split(".", 1)[0]
-            scope.bind(root, root)
-        model._imports.append((alias, alias.name, guard, node))
+            scope.bind_import(root, root, node)
+        model._imports.append((alias, alias.name, guard, node, scope))
 
 
 def _visit_import_from(model: SemanticModel, node: ast.ImportFrom, parent, scope: Scope, guard: int, push) -> None:
@@ -349,8 +359,8 @@ def _visit_import_from(model: SemanticModel, node: ast.ImportFrom, parent, scope
             scope.module().stars.append(node.module)
             continue
         qualname = f"{node.module}.{alias.name}"
-        scope.bind(alias.asname or alias.name, qualname)
-        model._imports.append((alias, qualname, guard, node))
+        scope.bind_import(alias.asname or alias.name, qualname, node)
+        model._imports.append((alias, qualname, guard, node, scope))
 
 
 def _visit_global(model: SemanticModel, node, parent, scope: Scope, guard: int, push) -> None:

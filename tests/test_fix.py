@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from flake8_xla import cli, fix as fix_engine
+from flake8_xla import cli
+from flake8_xla.fixing import fixpoint as fix_engine
 from flake8_xla.cli import main
 from flake8_xla.engine import fix_source
 from flake8_xla.versions import Target, Version
@@ -45,11 +46,11 @@ AFTER_SAFE = textwrap.dedent('''\
     import os
 
     import torch_xla.core.xla_model as xm
+    import torch_xla
     import torch_xla.distributed.xla_multiprocessing as xmp
     import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
     from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
-    import torch_xla
 
 
     def train(index, model, mesh):
@@ -171,7 +172,7 @@ def test_a_fix_that_breaks_the_syntax_is_not_applied(tmp_path, monkeypatch, caps
     monkeypatch.setattr(fix_engine, "apply_edits", lambda source, edits: real_apply(source, edits) + "def (:\n")
     assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
     err = capsys.readouterr().err
-    assert "a.py: a fix produced invalid code (invalid syntax at line 4); it was not applied" in err
+    assert "a.py: not applied, it would produce invalid code: XLA102 (Replace with torch_xla.sync) at line 2" in err
     assert (tmp_path / "a.py").read_text() == original
 
 

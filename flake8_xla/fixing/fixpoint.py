@@ -1,0 +1,177 @@
+"""Fixes applied to a fixpoint.
+
+Each pass applies the non-overlapping fixes offered for the current source, adds the imports they
+need, removes torch_xla imports the pass left unused, and re-parses. A pass whose result does not
+parse is never kept: the fixes that break it are declined one by one and the others still apply.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from ..lines import LineModel
+from .edits import Fix, apply_edits, choose, has_comment, removal_edits
+from .imports import Importer
+
+MAX_PASSES = 10
+
+
+class FixSite:
+    """What fix builders need about the file being fixed (one per pass)."""
+
+    def __init__(self, source: str, tree: ast.Module, target, ctx) -> None:
+        self.source = source
+        self.tree = tree
+        self.target = target  # the torch_xla Version the fixed code must run on
+        self.ctx = ctx  # the FileContext (semantic model) of this source
+
+    # built on first use: most files have no diagnostic, and so never need them
+    @functools.cached_property
+    def lines(self) -> LineModel:
+        return LineModel(self.source)
+
+    @functools.cached_property
+    def importer(self) -> Importer:
+        return Importer(self.tree, self.lines, self.parents, self.references)
+
+    @property
+    def references(self) -> Sequence:
+        return self.ctx.model.references
+
+    @functools.cached_property
+    def qualnames(self) -> Dict[int, str]:
+        """id(node) -> the qualified name a reference there resolves to."""
+        return {id(ref.node): ref.qualname for ref in self.references}
+
+    @functools.cached_property
+    def parents(self) -> Dict[int, ast.AST]:
+        return parents_of(self.tree)
+
+
+FixBuilder = Callable[[FixSite], Optional[Fix]]
+
+
+def parents_of(tree: ast.AST) -> Dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+# --- imports that a fix left unused --------------------------------------------------------------
+
+def _import_bindings(tree: ast.AST) -> List[Tuple[ast.stmt, ast.alias, str]]:
+    """(statement, alias, bound name) of every aliased or from-import of a torch_xla module."""
+    out = []
+    for node in ast.walk(tree):
+        if type(node) is ast.Import:
+            out.extend((node, a, a.asname) for a in node.names if a.asname and a.name.startswith("torch_xla"))
+        elif type(node) is ast.ImportFrom and (node.module or "").startswith("torch_xla") and not node.level:
+            out.extend((node, a, a.asname or a.name) for a in node.names if a.name != "*")
+    return out
+
+
+def _loaded_names(tree: ast.AST) -> Counter:
+    used: Counter = Counter()
+    for node in ast.walk(tree):
+        if type(node) is ast.Name:
+            used[node.id] += 1
+        elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
+            used[node.value] += 1  # __all__ entries and string references keep an import
+    return used
+
+
+def remove_newly_unused(before: ast.AST, source: str) -> str:
+    """Remove torch_xla imports that were used in ``before`` and are unused in ``source``; an import
+    carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays."""
+    used_before = _loaded_names(before)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+    used_now = _loaded_names(tree)
+    lines = LineModel(source)
+    doomed: Dict[int, Tuple[ast.stmt, List[ast.alias]]] = {}
+    for stmt, alias, name in _import_bindings(tree):
+        if used_before[name] and not used_now[name] and not has_comment(lines, stmt):
+            doomed.setdefault(id(stmt), (stmt, []))[1].append(alias)
+    if not doomed:
+        return source
+    edits = removal_edits(lines, list(doomed.values()), parents_of(tree))
+    return source if edits is None else apply_edits(source, edits)
+
+
+# --- the loop ------------------------------------------------------------------------------------
+
+@dataclass
+class FixOutcome:
+    source: str
+    fixed: Counter = field(default_factory=Counter)  # code -> fixes applied
+    passes: int = 0
+    error: Optional[str] = None  # why some fixes were not applied (the rest were)
+    notes: List[str] = field(default_factory=list)  # what applied fixes still ask of the user
+
+
+Candidate = Tuple[str, Fix]  # (code, fix)
+
+
+def _apply(site: FixSite, source: str, tree: ast.Module, fixes: Sequence[Fix]) -> Optional[str]:
+    """The source with ``fixes`` and their imports applied, or None when it would not parse."""
+    edits = [e for fix in fixes for e in fix.edits]
+    planned = [p for fix in fixes for p in fix.imports]
+    if planned:
+        edits += site.importer.import_edits(planned)
+    new = remove_newly_unused(tree, apply_edits(source, edits))
+    try:
+        ast.parse(new)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return new
+
+
+def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tuple[FixSite, Sequence[Candidate]]]
+                    ) -> FixOutcome:
+    """Apply the fixes ``candidates_for(source, tree)`` offers until none is left or MAX_PASSES."""
+    outcome = FixOutcome(source)
+    declined: Set[Tuple] = set()
+    broken: List[str] = []
+    for _ in range(MAX_PASSES * 2):
+        if outcome.passes >= MAX_PASSES:
+            broken.insert(0, f"still changing after {MAX_PASSES} passes; stopped")
+            break
+        current = outcome.source
+        tree = ast.parse(current)
+        site, built = candidates_for(current, tree)
+        built = [(code, fix) for code, fix in built if fix.identity(current) not in declined]
+        chosen = choose([fix for _, fix in built])
+        if not chosen:
+            break
+        new = _apply(site, current, tree, chosen)
+        if new is None:
+            # decline what breaks the code alone; if each is fine alone, take only the first this pass
+            bad = [fix for fix in chosen if _apply(site, current, tree, [fix]) is None]
+            for fix in bad:
+                declined.add(fix.identity(current))
+                code = next(c for c, f in built if f is fix)
+                broken.append(f"{code} ({fix.title}) at line {site.lines.lineno(fix.span()[0])}")
+            if bad:
+                continue
+            chosen = chosen[:1]
+            new = _apply(site, current, tree, chosen)
+            if new is None:  # cannot happen: it was fine alone
+                break
+        chosen_ids = {id(f) for f in chosen}
+        outcome.source = new
+        outcome.passes += 1
+        outcome.fixed.update(code for code, fix in built if id(fix) in chosen_ids)
+        outcome.notes.extend(fix.note for fix in chosen if fix.note and fix.note not in outcome.notes)
+    if broken:
+        stopped = [b for b in broken if b.startswith("still changing")]
+        invalid = [b for b in broken if not b.startswith("still changing")]
+        parts = stopped + (["not applied, it would produce invalid code: " + "; ".join(invalid)] if invalid else [])
+        outcome.error = "; ".join(parts)
+    return outcome
+
+
+__all__ = ["FixBuilder", "FixOutcome", "FixSite", "MAX_PASSES", "fix_to_fixpoint", "parents_of",
+           "remove_newly_unused"]

@@ -1,0 +1,355 @@
+"""The fix layer: a fix changes nothing but the migration it names (issue 12, defects 1-9).
+
+Each case is the whole file before and after, so a test fails on any other change."""
+import ast
+import textwrap
+
+import pytest
+
+from flake8_xla.blocks import fix_document
+from flake8_xla.documents import read_document
+from flake8_xla.engine import fix_source
+from flake8_xla.fixing import Edit, Fix, FixSite, fix_to_fixpoint
+from flake8_xla.lines import LineModel, split_lines
+from flake8_xla.versions import Target, Version
+
+
+def target(version: str = "2.9") -> Target:
+    return Target(Version(*map(int, version.split("."))), "test")
+
+
+def fixed(source: str, version: str = "2.9", unsafe: bool = False) -> str:
+    return fix_source(source, "m.py", target(version), unsafe=unsafe).source
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+# --- 1. one line model: the tokenizer's --------------------------------------------------------------
+
+def test_lines_break_only_where_python_breaks_them() -> None:
+    source = "a = 1\x0c\nb = '\u2028'\r\nc = 2 # \x85 \x1c\rd"
+    assert split_lines(source) == ["a = 1\x0c\n", "b = '\u2028'\r\n", "c = 2 # \x85 \x1c\r", "d"]
+    model = LineModel(source)
+    assert model.offset(4, 0) == source.index("d")
+    assert model.lineno(source.index("d")) == 4
+
+
+@pytest.mark.parametrize("odd", ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_an_odd_line_break_character_before_a_fix_shifts_nothing(odd: str) -> None:
+    source = f"import torch_xla.core.xla_model as xm\n# a comment with {odd} inside\nn = xm.xrt_world_size()\n"
+    assert fixed(source) == f"import torch_xla.runtime as xr\n# a comment with {odd} inside\nn = xr.world_size()\n"
+
+
+def test_a_form_feed_line_before_a_fix() -> None:
+    source = "import torch_xla.core.xla_model as xm\n\x0c\nn = xm.xrt_world_size()\n"
+    assert fixed(source) == "import torch_xla.runtime as xr\n\x0c\nn = xr.world_size()\n"
+
+
+def test_noqa_after_a_line_separator_in_a_string_stays_on_its_line() -> None:
+    source = "import torch_xla.core.xla_model as xm\ns = '\u2028'\nxm.mark_step()  # noqa: XLA102\nxm.mark_step()\n"
+    assert fixed(source) == ("import torch_xla.core.xla_model as xm\nimport torch_xla\ns = '\u2028'\n"
+                             "xm.mark_step()  # noqa: XLA102\ntorch_xla.sync()\n")
+
+
+# --- 2. guarded and lazy imports keep their guard ---------------------------------------------------------
+
+def test_an_import_under_try_except_importerror_stays_guarded() -> None:
+    source = dedent("""
+        try:
+            import torch_xla.core.xla_model as xm
+        except ImportError:
+            xm = None
+
+
+        def world():
+            if xm is None:
+                return 1
+            return xm.xrt_world_size()
+        """)
+    assert fixed(source) == dedent("""
+        try:
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
+        except ImportError:
+            xm = None
+
+
+        def world():
+            if xm is None:
+                return 1
+            return xr.world_size()
+        """)
+
+
+def test_an_import_under_an_availability_check_stays_there() -> None:
+    source = dedent("""
+        from .utils import is_torch_xla_available
+
+        if is_torch_xla_available():
+            import torch_xla.core.xla_model as xm
+
+
+        def rank():
+            return xm.get_ordinal()
+        """)
+    assert fixed(source) == dedent("""
+        from .utils import is_torch_xla_available
+
+        if is_torch_xla_available():
+            import torch_xla.runtime as xr
+
+
+        def rank():
+            return xr.global_ordinal()
+        """)
+
+
+def test_a_lazy_import_in_a_function_stays_in_the_function() -> None:
+    source = dedent("""
+        import os
+
+
+        def setup():
+            if not os.environ.get("USE_CUDA"):
+                import torch_xla.core.xla_model as xm
+                return xm.xla_device(), xm.xrt_world_size()
+            return None
+        """)
+    assert fixed(source) == dedent("""
+        import os
+
+
+        def setup():
+            if not os.environ.get("USE_CUDA"):
+                import torch_xla
+                import torch_xla.runtime as xr
+                return torch_xla.device(), xr.world_size()
+            return None
+        """)
+
+
+def test_an_alias_bound_in_the_same_guard_is_reused() -> None:
+    source = dedent("""
+        if is_torch_xla_available():
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as rt
+            n = xm.xrt_world_size()
+        """)
+    assert fixed(source) == dedent("""
+        if is_torch_xla_available():
+            import torch_xla.runtime as rt
+            n = rt.world_size()
+        """)
+
+
+def test_an_alias_bound_in_another_guard_is_not_reused() -> None:
+    source = dedent("""
+        if HAS_RUNTIME:
+            import torch_xla.runtime as rt
+        import torch_xla.core.xla_model as xm
+        n = xm.xrt_world_size()
+        """)
+    # `rt` may be unbound when `n` is computed, and `xr` is free: a new import beside the old one
+    assert fixed(source) == dedent("""
+        if HAS_RUNTIME:
+            import torch_xla.runtime as rt
+        import torch_xla.runtime as xr
+        n = xr.world_size()
+        """)
+
+
+def test_a_block_emptied_by_fixes_keeps_a_pass() -> None:
+    source = dedent("""
+        if USE_XLA:
+            from torch_xla.experimental import dynamo_mark_sharding
+            from torch_xla.experimental import dynamo_set_buffer_donor
+        x = 1
+        """)
+    assert fixed(source) == dedent("""
+        if USE_XLA:
+            pass
+        x = 1
+        """)
+
+
+def test_one_fix_producing_invalid_code_does_not_discard_the_others() -> None:
+    source = "a = 1\nb = 2\nc = 3\n"
+
+    def candidates(current: str, tree: ast.Module):
+        site = FixSite(current, tree, Version(2, 9), None)
+        out = []
+        for name, text in (("a", "A"), ("b", "def ("), ("c", "C")):
+            start = current.find(name + " =")
+            if start >= 0:
+                out.append(("XLA999", Fix(f"rename {name}", (Edit(start, start + 1, text),), True)))
+        return site, out
+
+    outcome = fix_to_fixpoint(source, candidates)
+    assert outcome.source == "A = 1\nb = 2\nC = 3\n"
+    assert outcome.fixed == {"XLA999": 2}
+    assert outcome.error == "not applied, it would produce invalid code: XLA999 (rename b) at line 2"
+
+
+# --- 3. the import comes before every use, in execution order ------------------------------------------
+
+def test_an_import_sharing_its_line_with_the_use() -> None:
+    source = "import torch_xla.core.xla_model as xm; WORLD = xm.xrt_world_size()\n"
+    assert fixed(source) == "import torch_xla.core.xla_model as xm; import torch_xla.runtime as xr; WORLD = xr.world_size()\n"
+
+
+def test_an_import_in_a_one_line_compound_statement() -> None:
+    source = "if USE_XLA: import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\n"
+    assert fixed(source) == "if USE_XLA: import torch_xla.core.xla_model as xm; import torch_xla.runtime as xr\n" \
+                            "n = xr.world_size()\n"
+
+
+MARKDOWN = dedent("""
+    # Guide
+
+    ```python
+    import torch_xla.core.xla_model as xm
+    world = xm.xrt_world_size()
+    ```
+
+    Later:
+
+    ```python
+    import torch_xla.distributed.xla_multiprocessing as xmp
+    ```
+    """)
+
+
+def test_in_a_document_the_import_goes_to_the_block_of_the_old_one() -> None:
+    # one program across blocks: the last torch_xla import of the program is in a later block
+    document = read_document("guide.md", MARKDOWN)
+    result = fix_document(document, MARKDOWN, target(), lambda code: True, unsafe=False)
+    assert result.text == MARKDOWN.replace("import torch_xla.core.xla_model as xm", "import torch_xla.runtime as xr") \
+        .replace("xm.xrt_world_size()", "xr.world_size()")
+
+
+# --- 4. shebang, coding cookie, docstring and __future__ stay first ---------------------------------------
+
+def test_shebang_and_cookie_stay_on_top() -> None:
+    source = dedent('''
+        #!/usr/bin/env python
+        # -*- coding: latin-1 -*-
+        """Tool."""
+        from __future__ import annotations
+
+
+        def world():
+            import torch_xla.core.xla_model as xm
+            return xm.xrt_world_size()
+        ''')
+    assert fixed(source) == source.replace("import torch_xla.core.xla_model as xm", "import torch_xla.runtime as xr") \
+        .replace("xm.xrt_world_size()", "xr.world_size()")
+
+
+# --- 5. shadowing ----------------------------------------------------------------------------------------
+
+def test_a_parameter_named_like_the_alias_is_not_taken_for_the_module() -> None:
+    source = dedent("""
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+
+
+        def f(xr):
+            return xm.xrt_world_size() + xr
+        """)
+    assert fixed(source) == dedent("""
+        import torch_xla.runtime
+        import torch_xla.runtime as xr
+
+
+        def f(xr):
+            return torch_xla.runtime.world_size() + xr
+        """)
+
+
+def test_a_function_local_import_never_hides_a_global_used_in_that_function() -> None:
+    source = dedent("""
+        import torch_xla
+
+
+        def f(xr):
+            torch_xla.sync()
+            import torch_xla.core.xla_model as xm
+            return xm.xrt_world_size() + xr
+        """)
+    # `import torch_xla.runtime` in f would make torch_xla local to f: its first line would fail
+    assert fixed(source) == source
+
+
+# --- 6. doctest sessions ----------------------------------------------------------------------------------
+
+def test_a_session_keeps_each_output_under_its_statement() -> None:
+    text = dedent("""
+        Example:
+
+        ```pycon
+        >>> import torch_xla.core.xla_model as xm
+        >>> xm.get_ordinal()
+        0
+        >>> import torch_xla.distributed.xla_multiprocessing as xmp
+        ```
+        """)
+    document = read_document("guide.md", text)
+    result = fix_document(document, text, target(), lambda code: True, unsafe=False)
+    assert (result.text, result.error) == (text.replace("torch_xla.core.xla_model as xm", "torch_xla.runtime as xr")
+                                           .replace("xm.get_ordinal()", "xr.global_ordinal()"), None)
+
+
+# --- 7. imports that carry a comment stay -----------------------------------------------------------------
+
+@pytest.mark.parametrize("comment", ["# noqa: F401", "# keep: side effects"])
+def test_an_import_with_a_comment_is_kept(comment: str) -> None:
+    source = f"import torch_xla.core.xla_model as xm  {comment}\nxm.mark_step()\n"
+    assert fixed(source) == f"import torch_xla.core.xla_model as xm  {comment}\nimport torch_xla\ntorch_xla.sync()\n"
+
+
+# --- 8. each line keeps its ending ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("endings", [("\r\n", "\n", "\r\n"), ("\r", "\r", "\r"), ("\n", "\r\n", "\r")])
+def test_line_endings_are_kept_line_by_line(endings) -> None:
+    a, b, c = endings
+    source = f"import torch_xla.core.xla_model as xm{a}x = 1{b}xm.mark_step(){c}"
+    assert fixed(source) == f"import torch_xla{a}x = 1{b}torch_xla.sync(){c}"
+
+
+def test_a_last_line_without_ending_stays_without() -> None:
+    assert fixed("import torch_xla.core.xla_model as xm; xm.mark_step()") == \
+        "import torch_xla.core.xla_model as xm; import torch_xla; torch_xla.sync()"
+    assert fixed("import torch_xla.core.xla_model as xm\r\nxm.mark_step()") == "import torch_xla\r\ntorch_xla.sync()"
+
+
+# --- 9. no new dependency in safe mode ----------------------------------------------------------------------
+
+def test_a_rewrite_to_the_companion_is_never_safe() -> None:
+    source = "import torch_xla.core.xla_model as xm\nxm.set_rng_state(7)\n"
+    # a safe rename, but torch_xla.manual_seed() arrived in 2.5: on 2.4 only the companion replaces it
+    assert fixed(source, "2.5") == "import torch_xla\ntorch_xla.manual_seed(7)\n"
+    assert fixed(source, "2.4") == source
+    assert fixed(source, "2.4", unsafe=True) == "import xla_compat\nxla_compat.manual_seed(7)\n"
+
+
+def test_a_companion_that_needs_set_up_says_so() -> None:
+    source = "import torch_xla.core.xla_model as xm\nxm.rendezvous('init')\n"
+    outcome = fix_source(source, "m.py", target(), unsafe=True)
+    assert outcome.source == "import xla_compat\nxla_compat.rendezvous('init')\n"
+    assert outcome.notes == ["xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group("
+                             "'xla', init_method='xla://') (or 'gloo') in every worker before it"]
+
+
+def test_a_test_comparing_the_old_api_with_its_replacement_is_left_alone() -> None:
+    source = dedent("""
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+
+
+        def test_rank(self):
+            self.assertEqual(xm.get_local_ordinal(), xr.local_ordinal())
+            n = xm.get_local_ordinal()
+        """)
+    assert fixed(source, unsafe=True) == source.replace("n = xm.get_local_ordinal()", "n = xr.local_ordinal()")
