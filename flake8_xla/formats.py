@@ -33,6 +33,7 @@ class Finding:
     fixable: bool = False  # `flake8-xla fix` can fix it (with --unsafe-fixes when not safe)
     cell: Optional[int] = None  # notebooks: the cell's 1-based position among all cells
     file_line: Optional[int] = None  # notebooks: the line of the .ipynb text holding the code line
+    source_line: Optional[str] = None  # the physical line the diagnostic is on (--show-source), if known
 
     @property
     def location(self) -> str:
@@ -56,12 +57,48 @@ def _code_url(code: str) -> Optional[str]:
     return docs_url(code) if code in _documented_codes() else None
 
 
-def render_text(findings: Sequence[Finding]) -> str:
+# Codes that say the file could not be read or parsed at all, so no other diagnostic could be
+# checked: the formats that have levels (github, sarif) report them as errors, the rest as warnings.
+ERROR_CODES: FrozenSet[str] = frozenset({"E901", "E902", "E999"})
+
+# ANSI SGR sequences for --color (the text format only)
+_BOLD, _RED, _CYAN, _RESET = "\033[1m", "\033[31m", "\033[36m", "\033[0m"
+
+
+def _colored_location(f: Finding) -> str:
+    d = f.diagnostic
+    sep = f"{_CYAN}:{_RESET}"
+    cell = f"{sep}cell {f.cell}" if f.cell is not None else ""
+    return f"{_BOLD}{f.path}{_RESET}{cell}{sep}{d.line}{sep}{d.col + 1}{sep}"
+
+
+def _caret_lines(source_line: str, col: int) -> str:
+    """The source line and a caret under column ``col`` (0-based characters, as flake8 counts).
+
+    Every character left of the column becomes a space, except whitespace, which is copied: a tab
+    stays a tab, so the caret lines up however wide the terminal draws tabs."""
+    line = source_line.rstrip("\r\n")
+    pad = "".join(c if c.isspace() else " " for c in line[:max(col, 0)])
+    return f"{line}\n{pad}^\n"
+
+
+def render_text(findings: Sequence[Finding], *, show_source: bool = False, color: bool = False) -> str:
+    """``path:line:col: CODE [*] message`` per finding.
+
+    ``show_source``: after each finding that knows its ``source_line``, that line and a caret under
+    the column (flake8's --show-source). ``color``: ANSI colours for the path, the separators, the
+    code and the fix marker (flake8's and ruff's --color); the caller decides (TTY, NO_COLOR)."""
     lines = []
     for f in findings:
         d = f.diagnostic
-        marker = f" {FIXABLE_MARKER}" if f.fixable else ""
-        lines.append(f"{f.location}: {d.code}{marker} {d.message}\n")
+        if color:
+            marker = f" {_CYAN}{FIXABLE_MARKER}{_RESET}" if f.fixable else ""
+            lines.append(f"{_colored_location(f)} {_BOLD}{_RED}{d.code}{_RESET}{marker} {d.message}\n")
+        else:
+            marker = f" {FIXABLE_MARKER}" if f.fixable else ""
+            lines.append(f"{f.location}: {d.code}{marker} {d.message}\n")
+        if show_source and f.source_line is not None:
+            lines.append(_caret_lines(f.source_line, d.col))
     return "".join(lines)
 
 
@@ -131,7 +168,7 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
     return {
         "ruleId": d.code,
         "ruleIndex": rule_index,
-        "level": "warning",
+        "level": "error" if d.code in ERROR_CODES else "warning",
         "message": {"text": d.message},
         "locations": [{"physicalLocation": location}],
         "properties": properties,
@@ -189,7 +226,8 @@ def render_github(findings: Sequence[Finding]) -> str:
             properties += [f"line={d.line}", f"col={max(d.col, 0) + 1}"]
         properties.append(f"title={_escape_property(d.code)}")
         where = f"cell {f.cell}, line {d.line}, column {d.col + 1}: " if f.cell is not None else ""
-        lines.append(f"::warning {','.join(properties)}::{_escape_data(f'{d.code} {where}{d.message}')}\n")
+        command = "error" if d.code in ERROR_CODES else "warning"
+        lines.append(f"::{command} {','.join(properties)}::{_escape_data(f'{d.code} {where}{d.message}')}\n")
     return "".join(lines)
 
 
@@ -200,5 +238,5 @@ RENDERERS: Dict[str, Callable[[Sequence[Finding]], str]] = {
     "github": render_github,
 }
 
-__all__ = ["DOCS_URL", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "docs_url", "render_github",
+__all__ = ["DOCS_URL", "ERROR_CODES", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "docs_url", "render_github",
            "render_json", "render_sarif", "render_text", "__version__"]

@@ -6,17 +6,37 @@ import functools
 from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
-from .engine import all_rules, lint, might_match
-from .versions import forget_project_files, parse_version
+from .engine import all_rules, lint, lint_fixable, might_match
+from .lifecycle import api_table
+from .versions import forget_project_files, infer_target, parse_version
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it (unless
 # --xla-assume-torch-xla says every file is torch_xla code).
 
+# flake8 report formatters (flake8_formats) that print whether `flake8-xla fix` fixes a diagnostic.
+# Only with one of them does the plugin build the fixes; plain flake8 runs never do.
+FIX_REPORTING_FORMATS = frozenset({"xla-json", "xla-sarif"})
+# How a diagnostic with a safe fix is marked in the text the plugin hands to flake8 (when a
+# FIX_REPORTING_FORMATS formatter is active): `XLA102 [*] message`, the CLI's text form. The text
+# is the only thing flake8 carries from its worker processes to the formatter, which strips the mark.
+SAFE_FIX_MARK = "[*] "
+
 
 @functools.lru_cache(maxsize=2)
 def _rules(off_by_default: bool) -> tuple:
     return tuple(r for r in all_rules() if bool(r.off_by_default) == off_by_default)
+
+
+def too_deep_message(exc: BaseException) -> str:
+    """What a file nested beyond what Python (or our walks) can recurse into is reported as: an
+    E999, as flake8 reports a file it cannot parse, never an XLA000 "please report"."""
+    return f"E999 {type(exc).__name__}: too deeply nested to analyse"
+
+
+# The tree whose E999 was reported last: XlaChecker and XlaOptInChecker see the same tree object
+# (one flake8 FileChecker), and the file gets one E999, not one per checker.
+_too_deep_tree: Optional[ast.AST] = None
 
 
 class XlaChecker:
@@ -28,6 +48,7 @@ class XlaChecker:
 
     target_version: Optional[str] = None
     assume_xla: bool = False
+    report_fixes: bool = False  # mark diagnostics that have a safe fix (see SAFE_FIX_MARK)
 
     def __init__(self, tree: ast.AST, lines: List[str], filename: str) -> None:
         self.tree = tree
@@ -59,20 +80,39 @@ class XlaChecker:
             parse_version(value)  # a bad value is a usage error: fail at start-up, not per file
         cls.target_version = value or None
         cls.assume_xla = bool(getattr(options, "xla_assume_torch_xla", False))
+        # parse_options runs before flake8 forks its workers (and again in each spawned worker)
+        cls.report_fixes = getattr(options, "format", None) in FIX_REPORTING_FORMATS
         forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
+        global _too_deep_tree
         # the pre-filter here, before _rules(), keeps the rule import lazy; lint() need not repeat it
         if not self.assume_xla and not might_match("".join(self.lines)):
             return
         try:
-            diagnostics = lint(self.lines, self.tree, self.filename, self.target_version,
-                               _rules(self.off_by_default), assume_xla=True)
+            reported = self._fixable() if self.report_fixes else [
+                (d, False) for d in lint(self.lines, self.tree, self.filename, self.target_version,
+                                         _rules(self.off_by_default), assume_xla=True)]
+        except (RecursionError, MemoryError) as exc:
+            # flake8 parsed the file, but it nests deeper than our recursive walks (or ast.unparse)
+            # go: a limit of the input, like flake8's own E999 for nesting past the parser's limit
+            if self.tree is not _too_deep_tree:
+                _too_deep_tree = self.tree
+                yield 1, 0, too_deep_message(exc), type(self)
+            return
         except Exception as exc:  # never crash flake8: report it where the user will see it
             yield 1, 0, f"XLA000 flake8-xla internal error, please report: {type(exc).__name__}: {exc}", type(self)
             return
-        for d in diagnostics:
-            yield d.line, d.col, f"{d.code} {d.message}", type(self)
+        for d, safe_fix in reported:
+            yield d.line, d.col, f"{d.code} {SAFE_FIX_MARK if safe_fix else ''}{d.message}", type(self)
+
+    def _fixable(self) -> list:
+        """The diagnostics, each with whether it has a safe fix: what `flake8-xla check` calls fixable."""
+        source = "".join(self.lines)
+        target = infer_target(self.filename, self.target_version, api_table().latest)
+        pairs, _ = lint_fixable(source, self.tree, self.filename, target, _rules(self.off_by_default),
+                                assume_xla=True)
+        return [(d, fix is not None and fix.safe) for d, fix in pairs]
 
 
 class XlaOptInChecker(XlaChecker):

@@ -216,3 +216,46 @@ def test_xla_assume_torch_xla_from_flake8_config(tmp_path, config, reported) -> 
     (tmp_path / "net.py").write_text(MODEL)
     result = flake8("net.py", cwd=tmp_path)
     assert result.stdout == (f"net.py:11:12: {MODEL_MSG}\n" if reported else ""), result.stderr
+
+
+# --- input nested deeper than Python (or our walks) can go ---------------------------------------
+
+TOO_DEEP = "E999 RecursionError: too deeply nested to analyse"
+
+
+def test_nesting_past_our_walks_is_an_e999_not_an_internal_error(tmp_path) -> None:
+    """flake8 parses `a.b.b....item()` 400 attributes deep (and pyflakes walks it), but the value
+    analysis recurses deeper than Python's default limit: one E999, also with the opt-in checker."""
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nfor b in loader:\n  loss.backward()\n"
+                                   "  y = a" + ".b" * 400 + ".item()\n")
+    for extra in ((), ("--enable-extensions=XLA9",)):
+        result = flake8(*extra, "a.py", cwd=tmp_path)
+        assert (result.returncode, result.stdout, result.stderr) == (1, f"a.py:1:1: {TOO_DEEP}\n", "")
+
+
+@pytest.mark.parametrize("nested", ["(" * 300 + "1" + ")" * 300, "[" * 100_000 + "]" * 100_000])
+def test_nesting_past_the_parser_limit_is_flake8_s_own_e999(tmp_path, nested) -> None:
+    """CPython refuses the file; flake8 reports that itself and never runs the plugin: one E999."""
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nx = " + nested + "\n")
+    result = flake8("a.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "a.py:2:206: E999 SyntaxError: too many nested parentheses\n")
+
+
+@pytest.mark.parametrize("error", [RecursionError("maximum recursion depth exceeded"), MemoryError()])
+def test_exhausted_recursion_or_memory_is_reported_once_per_file(monkeypatch, error) -> None:
+    import ast
+
+    from flake8_xla import plugin
+
+    def explode(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(plugin, "lint", explode)
+    tree = ast.parse(MARK_STEP)
+    found = [list(checker(tree, MARK_STEP.splitlines(True), "a.py").run())
+             for checker in (plugin.XlaChecker, plugin.XlaOptInChecker)]
+    message = f"E999 {type(error).__name__}: too deeply nested to analyse"
+    assert found == [[(1, 0, message, plugin.XlaChecker)], []]  # the second checker sees the same tree
+    # a new file (a new tree) gets its own
+    assert list(plugin.XlaOptInChecker(ast.parse(MARK_STEP), [MARK_STEP], "b.py").run()) == [
+        (1, 0, message, plugin.XlaOptInChecker)]

@@ -131,8 +131,83 @@ def test_github_escapes_data_and_properties() -> None:
         f"::warning file=src/train.py,line=2,col=1,title=XLA102::XLA102 {MARK_STEP_MSG}\n"
         "::warning file=src/train.py,line=3,col=8,title=F401::F401 'os' imported but unused\n"
         "::warning file=dir%2C1/a%3Ab%25.py,line=4,col=3,title=XLA105::XLA105 50%25 of calls, e.g. f(a: 1)%0Abreak%0D\n"
-        "::warning file=gone.py,title=E902::E902 FileNotFoundError: no such file\n")
+        "::error file=gone.py,title=E902::E902 FileNotFoundError: no such file\n")
     assert render_github([]) == ""
+
+
+def test_github_reports_files_that_cannot_be_read_or_parsed_as_errors() -> None:
+    findings = [
+        Finding("a.py", Diagnostic(3, 4, "E999", "SyntaxError: invalid syntax")),
+        Finding("b.py", Diagnostic(1, 0, "E902", "IsADirectoryError: b.py")),
+        Finding("c.py", Diagnostic(2, 0, "E901", "TokenError: EOF in multi-line statement")),
+        Finding("d.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG)),
+    ]
+    assert render_github(findings) == (
+        "::error file=a.py,line=3,col=5,title=E999::E999 SyntaxError: invalid syntax\n"
+        "::error file=b.py,line=1,col=1,title=E902::E902 IsADirectoryError: b.py\n"
+        "::error file=c.py,line=2,col=1,title=E901::E901 TokenError: EOF in multi-line statement\n"
+        f"::warning file=d.py,line=2,col=1,title=XLA102::XLA102 {MARK_STEP_MSG}\n")
+
+
+def test_sarif_levels_match_github(sarif_validator) -> None:
+    findings = [Finding("a.py", Diagnostic(3, 4, "E999", "SyntaxError: invalid syntax")),
+                Finding("d.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG))]
+    log = json.loads(render_sarif(findings))
+    assert_valid_sarif(sarif_validator, log)
+    assert [(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]] == [("E999", "error"),
+                                                                            ("XLA102", "warning")]
+
+
+# --show-source and --color of the text format
+
+def test_finding_source_line_is_optional_and_last() -> None:
+    d = Diagnostic(2, 0, "XLA102", MARK_STEP_MSG)
+    assert Finding("a.py", d, True, 3, 40).source_line is None
+    assert Finding("a.py", d, True, 3, 40, "xm.mark_step()\n").source_line == "xm.mark_step()\n"
+
+
+def test_text_show_source_puts_a_caret_under_the_column() -> None:
+    findings = [
+        Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+        # tabs are copied, other characters become spaces; columns count characters, not bytes
+        Finding("a.py", Diagnostic(5, 12, "XLA101", "gone"), source_line="\tif é:\t n = xm.xrt_world_size()\r\n"),
+        # the last line of a file without a newline still ends its caret line
+        Finding("a.py", Diagnostic(7, 4, "XLA101", "gone"), source_line="n = xm.xrt_world_size()"),
+        Finding("gone.py", Diagnostic(1, 0, "E902", "FileNotFoundError: gone.py")),  # no line to show
+        Finding("nb.ipynb", Diagnostic(1, 2, "XLA102", MARK_STEP_MSG), cell=3, file_line=40,
+                source_line="  xm.mark_step()\n"),
+    ]
+    assert render_text(findings, show_source=True) == (
+        f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\n"
+        "xm.mark_step()\n"
+        "^\n"
+        "a.py:5:13: XLA101 gone\n"
+        "\tif é:\t n = xm.xrt_world_size()\n"
+        "\t     \t     ^\n"
+        "a.py:7:5: XLA101 gone\n"
+        "n = xm.xrt_world_size()\n"
+        "    ^\n"
+        "gone.py:1:1: E902 FileNotFoundError: gone.py\n"
+        f"nb.ipynb:cell 3:1:3: XLA102 {MARK_STEP_MSG}\n"
+        "  xm.mark_step()\n"
+        "  ^\n")
+    # without show_source the source lines are not printed, and RENDERERS["text"] is today's format
+    assert render_text(findings) == RENDERERS["text"](findings) == (
+        f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\na.py:5:13: XLA101 gone\na.py:7:5: XLA101 gone\n"
+        f"gone.py:1:1: E902 FileNotFoundError: gone.py\nnb.ipynb:cell 3:1:3: XLA102 {MARK_STEP_MSG}\n")
+
+
+def test_text_color() -> None:
+    findings = [
+        Finding("src/a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+        Finding("nb.ipynb", Diagnostic(1, 2, "F401", "'os' imported but unused"), cell=3, file_line=40),
+    ]
+    bold, red, cyan, reset = "\033[1m", "\033[31m", "\033[36m", "\033[0m"
+    sep = f"{cyan}:{reset}"
+    assert render_text(findings, color=True, show_source=True) == (
+        f"{bold}src/a.py{reset}{sep}2{sep}1{sep} {bold}{red}XLA102{reset} {cyan}[*]{reset} {MARK_STEP_MSG}\n"
+        "xm.mark_step()\n^\n"
+        f"{bold}nb.ipynb{reset}{sep}cell 3{sep}1{sep}3{sep} {bold}{red}F401{reset} 'os' imported but unused\n")
 
 
 def test_sarif_is_valid_and_exact(sarif_validator) -> None:
@@ -247,7 +322,7 @@ def test_flake8_json(project) -> None:
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout) == [
         {"filename": "file.py", "line": 2, "column": 1, "code": "XLA102", "message": MARK_STEP_MSG,
-         "fixable": False, "url": docs_url("XLA102")},
+         "fixable": True, "url": docs_url("XLA102")},
         {"filename": "file.py", "line": 3, "column": 1, "code": "F401", "message": "'os' imported but unused",
          "fixable": False, "url": None},
     ]
@@ -305,3 +380,46 @@ def test_flake8_parallel_run_reports_every_file(project) -> None:
     assert sorted(found) == sorted([("./file.py", 2, "XLA102"), ("./file.py", 3, "F401")]
                                    + [(f"./m{i}.py", 2 + i, "XLA102") for i in range(4)]
                                    + [(f"./m{i}.py", 3 + i, "F401") for i in range(4)])
+
+
+# One diagnostic of each kind: a safe fix, an unsafe fix only (a companion rewrite), no fix.
+PARITY_SOURCE = ("import torch_xla.core.xla_model as xm\n"
+                 "xm.mark_step()\n"
+                 "n = xm.xrt_world_size()\n"
+                 "xm.rendezvous('x')\n"
+                 "xm.optimizer_step(opt)  # noqa: F821\n"
+                 "import os\n")
+
+
+def test_flake8_json_reports_the_fixability_the_cli_reports(tmp_path) -> None:
+    (tmp_path / "file.py").write_text(PARITY_SOURCE)
+    ours = subprocess.run([sys.executable, "-m", "flake8_xla", "check", "--isolated", "--no-cache",
+                           "--xla-target-version=2.9", "--format=json", "file.py"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert ours.returncode == 1, ours.stderr
+    expected = [(2, "XLA102", True), (3, "XLA101", True), (4, "XLA103", False), (5, "XLA103", False)]
+    assert [(f["line"], f["code"], f["fixable"]) for f in json.loads(ours.stdout)] == expected
+    for jobs in ("-j1", "-j2"):  # the fix marks travel from flake8's worker processes
+        theirs = flake8("--format=xla-json", jobs, "file.py", "file.py", cwd=tmp_path)
+        assert theirs.returncode == 1, theirs.stderr
+        findings = json.loads(theirs.stdout)
+        assert [(f["line"], f["code"], f["fixable"]) for f in findings] == (
+            expected + [(6, "F401", False)]) * 2
+        # and the messages are the CLI's, without the mark the plugin hands the formatter
+        assert [f["message"] for f in findings[:4]] == [f["message"] for f in json.loads(ours.stdout)]
+
+
+def test_flake8_sarif_and_statistics_carry_no_fix_mark(tmp_path) -> None:
+    (tmp_path / "file.py").write_text(PARITY_SOURCE)
+    result = flake8("--format=xla-sarif", "--statistics", "file.py", cwd=tmp_path)
+    results = json.loads(result.stdout)["runs"][0]["results"]
+    assert [(r["ruleId"], r["properties"]["fixable"]) for r in results] == [
+        ("XLA102", True), ("XLA101", True), ("XLA103", False), ("XLA103", False), ("F401", False)]
+    assert results[0]["message"]["text"] == MARK_STEP_MSG
+    assert f"1     XLA102 {MARK_STEP_MSG}" in result.stderr.splitlines()
+
+
+def test_plain_flake8_output_has_no_fix_mark(tmp_path) -> None:
+    (tmp_path / "file.py").write_text(PARITY_SOURCE)
+    result = flake8("--select=XLA102", "file.py", cwd=tmp_path)
+    assert result.stdout == f"file.py:2:1: XLA102 {MARK_STEP_MSG}\n"
