@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
+import urllib.parse
 from typing import Dict, List
 
 from .engine import all_rules, fix_source, lint_source
+from .formats import docs_url
 from .lifecycle import ApiRow, api_table
 from .lifecycle_match import LifecycleRule
 from .rule import Rule
@@ -101,6 +104,58 @@ def render_rule(rule: Rule) -> str:
     if rule.references:
         parts += ["## References", "\n".join(f"- {ref}" for ref in rule.references)]
     return "\n\n".join(parts) + "\n"
+
+
+# --- the rule page in a terminal (`flake8-xla explain`) ---------------------------------------------
+
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"```")
+
+
+def _terminal_links(text: str, base: str) -> str:
+    # `[label](target)` -> `label (absolute URL)`: a terminal cannot follow a link, and a relative
+    # target means nothing outside the repository
+    def absolute(m: "re.Match[str]") -> str:
+        label, target = m.group(1), urllib.parse.urljoin(base, m.group(2))
+        return target if label in ("", target) else f"{label} ({target})"
+
+    return _LINK.sub(absolute, text)
+
+
+def _terminal_prose(text: str, base: str) -> List[str]:
+    text = _terminal_links(_HTML_COMMENT.sub("", text), base).replace("<br>", ", ")
+    out: List[str] = []
+    for line in text.split("\n"):
+        heading = re.match(r"(#{1,6})\s+(.*)", line)
+        if heading:  # underline: `#` marks read as noise in a terminal
+            title = heading.group(2).strip()
+            out += [title, ("=" if len(heading.group(1)) == 1 else "-") * len(title)]
+        else:
+            out.append(line.rstrip())
+    return out
+
+
+def render_markdown_for_terminal(markdown: str, url: str) -> str:
+    """Markdown as plain text for a terminal: HTML comments gone, links spelled out as absolute
+    URLs (relative ones resolved against ``url``, where the page is published), headings
+    underlined, code blocks indented by four spaces without their fences, blank runs collapsed."""
+    lines: List[str] = []
+    for i, part in enumerate(_FENCE.split(markdown)):
+        if i % 2 == 0:
+            lines += _terminal_prose(part, url)
+        else:  # inside a fence: drop the info string (`python`), keep the code exactly
+            code = part.split("\n", 1)[1] if "\n" in part else ""
+            lines += ["    " + line if line else "" for line in code.rstrip("\n").split("\n")]
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
+    return text.strip("\n") + "\n"
+
+
+def render_rule_for_terminal(rule: Rule) -> str:
+    """The rule's page (:func:`render_rule`) as `flake8-xla explain` prints it; relative links point
+    at the published pages, ``formats.docs_url(code)`` (``.../blob/main/docs/rules/XLA101.md``)."""
+    url = docs_url(rule.code)
+    return render_markdown_for_terminal(render_rule(rule), url) + f"\nOnline: {url}\n"
 
 
 _KIND_TITLES = {

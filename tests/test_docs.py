@@ -31,3 +31,45 @@ def test_check_mode_reports_a_stale_page(tmp_path, capsys) -> None:
     assert docs.main(["--check", "--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("stale:") == 1 and "XLA101.md" in err
+
+
+def test_markdown_for_a_terminal() -> None:
+    page = ("# XLA999: a-rule\n\n<!-- flake8-xla: separate-blocks -->\n\nSummary, see [the guide](../guide.md),\n"
+            "[XLA101](XLA101.md) and [upstream](https://example.org/x) or <https://example.org/y>.\n\n"
+            "## Example\n\n```python\nimport os  # <!-- not a comment here -->\n\nx = [a](b)\n```\n\n"
+            "| API | use |\n|---|---|\n| `a`<br>`b` | `c` |\n<!-- a comment\nover lines -->\n")
+    url = "https://host/p/blob/main/docs/rules/XLA999.md"
+    assert docs.render_markdown_for_terminal(page, url) == (
+        "XLA999: a-rule\n"
+        "==============\n"
+        "\n"
+        "Summary, see the guide (https://host/p/blob/main/docs/guide.md),\n"
+        "XLA101 (https://host/p/blob/main/docs/rules/XLA101.md) and upstream (https://example.org/x) or "
+        "<https://example.org/y>.\n"
+        "\n"
+        "Example\n"
+        "-------\n"
+        "\n"
+        "    import os  # <!-- not a comment here -->\n"
+        "\n"
+        "    x = [a](b)\n"
+        "\n"
+        "| API | use |\n"
+        "|---|---|\n"
+        "| `a`, `b` | `c` |\n")
+
+
+def test_every_rule_page_reads_in_a_terminal() -> None:
+    for rule in all_rules():
+        text = docs.render_rule_for_terminal(rule)
+        assert text.startswith(f"{rule.code}: {rule.name}\n{'=' * len(f'{rule.code}: {rule.name}')}\n\n"), rule.code
+        assert text.endswith(f"\nOnline: https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/{rule.code}.md\n")
+        for raw in ("<!--", "-->", "](", "```", "<br>", "\n#"):
+            assert raw not in text, (rule.code, raw)
+        assert "\nWhat it does\n------------\n" in text and "\nFix safety\n----------\n" in text
+
+
+def test_lifecycle_rule_links_the_published_migration_guide() -> None:
+    rule = next(r for r in all_rules() if r.code == "XLA101")
+    assert ("see also the migration guide (https://github.com/flake8-xla/flake8-xla/blob/main/docs/"
+            "api-lifecycle.md).\n") in docs.render_rule_for_terminal(rule)
