@@ -17,7 +17,7 @@ def _longest(code: str, prefixes: Iterable[str]) -> int:
     return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
 
 
-def _matches(path: str, pattern: str, base_dir: str) -> bool:
+def path_matches(path: str, pattern: str, base_dir: str) -> bool:
     """flake8's file matching: a pattern with a slash is a path relative to the config's
     directory, one without matches the file name or the absolute path."""
     absolute = os.path.abspath(path)
@@ -49,7 +49,7 @@ class CodeSelector:
         return chosen > _longest(code, self.ignore)
 
     def for_file(self, path: str) -> "FileSelector":
-        extra = tuple(c for glob, codes in self.per_file if _matches(path, glob, self.base_dir) for c in codes)
+        extra = tuple(c for glob, codes in self.per_file if path_matches(path, glob, self.base_dir) for c in codes)
         return FileSelector(self, extra)
 
 

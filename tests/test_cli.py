@@ -247,7 +247,8 @@ def test_rules_and_explain(capsys) -> None:
     assert out.splitlines()[1].split() == ["XLA101", "removed-api", "some", "on"]
     assert out.splitlines()[6].split() == ["XLA106", "deprecated-env-var", "no", "on"]
     code, out, _ = run(capsys, "explain", "XLA102")
-    assert code == 0 and out.startswith("# XLA102: deprecated-api") and "## Why is this bad?" in out
+    assert code == 0 and out.startswith("XLA102: deprecated-api\n=====") and "\nWhy is this bad?\n-----" in out
+    assert "<!--" not in out and "](../" not in out  # a terminal page: no HTML comment, no relative link
 
 
 def test_rules_lists_off_by_default_and_explain_says_how_to_enable(capsys) -> None:
@@ -266,7 +267,7 @@ def test_module_entry_point(project) -> None:
 
 
 def test_result_cache_skips_unchanged_files_and_follows_changes(project, capsys, monkeypatch) -> None:
-    from flake8_xla import cli
+    from flake8_xla.cli import running
 
     (project / "a.py").write_text(MARK_STEP)
     first = run(capsys, "check", "a.py")
@@ -276,7 +277,7 @@ def test_result_cache_skips_unchanged_files_and_follows_changes(project, capsys,
     def no_linting(*args, **kwargs):
         raise AssertionError("an unchanged file was linted again")
 
-    monkeypatch.setattr(cli, "lint_fixable", no_linting)
+    monkeypatch.setattr(running, "lint_fixable", no_linting)
     assert run(capsys, "check", "a.py") == first  # served from the cache
     assert run(capsys, "check", "--select", "XLA101", "a.py")[:2] == (0, "")  # selection applies to cached results
     (project / "a.py").write_text(MARK_STEP + "# edited\n")
@@ -378,7 +379,7 @@ def test_bad_assume_torch_xla_is_a_config_error(model_project, capsys, name, con
 
 
 def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys, monkeypatch) -> None:
-    from flake8_xla import cli
+    from flake8_xla.cli import running
 
     (model_project / "a.py").write_text(MARK_STEP)
     assert run(capsys, "check", "a.py", "models")[:2] == (1, MARK_STEP_LINE)
@@ -390,7 +391,7 @@ def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys
         raise AssertionError("an unchanged file was linted again")
 
     assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
-    monkeypatch.setattr(cli, "lint_fixable", no_linting)
+    monkeypatch.setattr(running, "lint_fixable", no_linting)
     assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
     assert "XLA000 flake8-xla internal error, please report: AssertionError: an unchanged file was linted again" in \
         run(capsys, "check", "a.py")[1]  # the setting changed: linted again

@@ -228,9 +228,9 @@ def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, mo
 
     (tmp_path / "guide.md").write_text("```python\nimport torch_xla\n```\n", encoding="utf-8")
     (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n", encoding="utf-8")
-    monkeypatch.setattr(cli, "read_document", boom)
+    monkeypatch.setattr(cli.running, "read_document", boom)
     monkeypatch.chdir(tmp_path)
-    job = cli.Job(cli.Settings(base_dir=str(tmp_path)), cli._selector(cli.Settings(base_dir=str(tmp_path))))
+    job = cli.Job(cli.Settings(base_dir=str(tmp_path)), cli.build_selector(cli.Settings(base_dir=str(tmp_path))))
     results = {r.path: r for r in cli.run_files(job, ["guide.md", "a.py"], 1)}
     assert [(f.diagnostic.code, f.diagnostic.message) for f in results["guide.md"].findings] == [
         ("XLA000", "flake8-xla internal error, please report: RuntimeError: boom")]

@@ -6,7 +6,6 @@ import textwrap
 
 import pytest
 
-from flake8_xla import cli
 from flake8_xla.fixing import fixpoint as fix_engine
 from flake8_xla.cli import main
 from flake8_xla.engine import fix_source
@@ -184,7 +183,7 @@ def test_a_failure_while_writing_leaves_the_file_intact(tmp_path, monkeypatch, c
     def crash(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)
     assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
     assert "a.py: could not write the fixed file: [Errno 28] No space left on device" in capsys.readouterr().err
     assert (tmp_path / "a.py").read_text() == original

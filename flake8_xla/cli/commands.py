@@ -1,0 +1,376 @@
+"""The commands: ``flake8-xla check|fix|explain|rules|clean``, their options, and ``main``.
+
+Exit status: 0 clean, 1 diagnostics remain, 2 usage or configuration error (one line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from typing import List, NoReturn, Optional, Sequence, Tuple
+
+from .. import __version__
+from ..cache import CACHE_DIR_NAME, ResultCache
+from ..config import FORMATS, ConfigError, PerFileIgnores, Settings, discover, load_file, merge, parse_per_file_ignores
+from ..engine import all_rules
+from ..docs import render_rule_for_terminal
+from ..formats import RENDERERS, render_text
+from ..lifecycle import api_table
+from ..selection import CodeSelector
+from ..versions import forget_project_files, parse_version
+from .discovery import FileFinder
+from .errors import UsageError
+from .output import COLOR_CHOICES, emit, wants_color
+from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
+from .running import FileResult, Job, run_files
+from .summary import check_note, fix_summary, plural, settings_report, statistics
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """A usage mistake is one line on stderr and exit status 2, like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"flake8-xla: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories (- for stdin)")
+    parser.add_argument("--select", help="comma-separated codes or prefixes to report (replaces the default set)")
+    parser.add_argument("--extend-select", help="codes or prefixes to report in addition (e.g. XLA9 opt-in rules)")
+    parser.add_argument("--ignore", help="codes or prefixes not to report")
+    parser.add_argument("--per-file-ignores", help="GLOB:CODES pairs, as in flake8")
+    parser.add_argument("--exclude", help="replace the default excludes (comma-separated glob patterns)")
+    parser.add_argument("--extend-exclude", help="more glob patterns to exclude")
+    parser.add_argument("--force-exclude", action="store_true", help="apply excludes to paths given explicitly too")
+    parser.add_argument("--respect-gitignore", action=argparse.BooleanOptionalAction, default=True,
+                        help="skip what the git repository's .gitignore files ignore (default: yes)")
+    parser.add_argument("--xla-target-version", "--target-version", dest="target_version", metavar="VERSION",
+                        help="torch_xla release the code must run on, e.g. 2.8 (default: inferred per file)")
+    parser.add_argument("--assume-torch-xla", action=argparse.BooleanOptionalAction, default=None,
+                        help="lint files that never mention torch_xla too (model code that runs on XLA); "
+                             "overrides assume-torch-xla in the config")
+    parser.add_argument("--include-docs", action="store_true",
+                        help="in directories, also lint the Python blocks of Markdown and reStructuredText files "
+                             "(notebooks are always included; files named on the command line always are)")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="the path that `-` (stdin) stands for: its name in the report, per-file-ignores, "
+                             "target and kind (.ipynb, .md)")
+    parser.add_argument("--max-file-size", type=_size, default=DEFAULT_MAX_FILE_SIZE, metavar="SIZE",
+                        help=f"do not read larger files (E902); e.g. 512K, 20M (default: "
+                             f"{format_size(DEFAULT_MAX_FILE_SIZE)})")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="say which settings and target were used, which named paths were excluded and why, "
+                             "which files, notebook cells and document blocks were not linted")
+    parser.add_argument("--show-settings", action="store_true",
+                        help="print the resolved settings (config file, target per project, excludes) and exit")
+    parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
+    parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    parser.add_argument("-j", "--jobs", type=_positive_int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="also apply (fix) or count as fixable (check) fixes that may change behaviour")
+    parser.add_argument("--show-source", action="store_true",
+                        help="show the source line and a caret under the column after each diagnostic (text format)")
+    parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                        help="colour the text report: auto (on a terminal, unless NO_COLOR is set), always, never")
+
+
+def _add_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help=f"where the result cache is kept (default: {CACHE_DIR_NAME} in the project directory)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="flake8-xla", description="Lint PyTorch/XLA code: deprecated and removed "
+                            "torch_xla APIs and their replacements.")
+    parser.add_argument("--version", action="version", version=f"flake8-xla {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    check = sub.add_parser("check", help="report diagnostics")
+    _add_common_options(check)
+    check.add_argument("--format", "--output-format", dest="output_format", choices=FORMATS, help="output format")
+    check.add_argument("--output-file", help="write the report here instead of stdout")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are diagnostics")
+    check.add_argument("--statistics", action="store_true", help="print a count per code")
+    check.add_argument("--add-noqa", action="store_true",
+                       help="append `# noqa: CODE` to the lines with diagnostics (Python files only)")
+    check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    _add_cache_option(check)
+    fix = sub.add_parser("fix", help="apply fixes in place (review with --diff first); `fix -` prints the fixed "
+                         "stdin to stdout")
+    _add_common_options(fix)
+    fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
+    fix.add_argument("--no-cache", action="store_true", help="accepted for symmetry with check (fix reads no cache)")
+    _add_cache_option(fix)
+    explain = sub.add_parser("explain", help="print a rule's documentation")
+    explain.add_argument("code")
+    sub.add_parser("rules", help="list every rule")
+    clean = sub.add_parser("clean", help="remove the result cache")
+    clean.add_argument("--config", metavar="FILE", help="the config file that sets the project directory")
+    clean.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    _add_cache_option(clean)
+    return parser
+
+
+def _codes(value: Optional[str]) -> Optional[Tuple[str, ...]]:
+    return tuple(c.strip() for c in value.replace(" ", ",").split(",") if c.strip()) if value else None
+
+
+def _per_file_ignores(value: str) -> PerFileIgnores:
+    pairs = parse_per_file_ignores(value, "--per-file-ignores")
+    if not pairs or any(not glob or not codes for glob, codes in pairs):  # flake8's parser drops 'a.py:'
+        raise UsageError(f"--per-file-ignores: {value.strip()!r} is not GLOB:CODES (e.g. \"tests/*.py:XLA101\")")
+    return pairs
+
+
+def _base_settings(args: argparse.Namespace) -> Settings:
+    if args.isolated:
+        return Settings(base_dir=os.getcwd())
+    if args.config:
+        if not os.path.isfile(args.config):
+            raise ConfigError(f"{args.config}: no such config file")
+        return load_file(args.config) or Settings(base_dir=os.path.dirname(os.path.abspath(args.config)))
+    return discover(os.getcwd())
+
+
+def resolve_settings(args: argparse.Namespace) -> Settings:
+    base = _base_settings(args)
+    pfi = _per_file_ignores(args.per_file_ignores) if args.per_file_ignores else None
+    if args.target_version:
+        try:
+            parse_version(args.target_version)
+        except ValueError as exc:
+            raise UsageError(f"--xla-target-version: {exc}") from None
+    return merge(base, select=_codes(args.select), extend_select=_codes(args.extend_select),
+                 ignore=_codes(args.ignore), per_file_ignores=pfi, exclude=_codes(args.exclude),
+                 extend_exclude=_codes(args.extend_exclude), target_version=args.target_version,
+                 output_format=getattr(args, "output_format", None), assume_torch_xla=args.assume_torch_xla)
+
+
+def build_selector(settings: Settings) -> CodeSelector:
+    """flake8's defaults: the plugin's prefix is selected; off-by-default codes only when a
+    select or extend-select prefix longer than that names them (``--extend-select XLA9``)."""
+    rules = all_rules()
+    known = sorted(r.code for r in rules)
+    off = tuple(r.code for r in rules if r.off_by_default)
+    return CodeSelector(settings, known, ("XLA",), off)
+
+
+def _note(message: str) -> None:
+    emit(f"flake8-xla: note: {message}\n", sys.stderr)
+
+
+def _prepare(args: argparse.Namespace) -> Tuple[Settings, CodeSelector, List[str], Optional[int]]:
+    """Settings, selection and files; an exit status when the command ends here (--show-settings,
+    no files)."""
+    settings = resolve_settings(args)
+    selector = build_selector(settings)  # unknown codes are a usage error even when no file is found
+    if args.stdin_filename and "-" not in args.paths:
+        raise UsageError("--stdin-filename names what `-` (stdin) stands for; pass `-` as the path")
+    finder = FileFinder(settings, args.force_exclude, args.include_docs, args.respect_gitignore)
+    files = finder.find(args.paths)
+    if args.show_settings or args.verbose:
+        report = settings_report(settings, args.paths, files, respect_gitignore=args.respect_gitignore,
+                                 max_file_size=args.max_file_size, stdin_filename=args.stdin_filename)
+        if args.show_settings:
+            emit("".join(f"{line}\n" for line in report), sys.stdout)
+            return settings, selector, files, 0
+        for line in report:
+            emit(f"flake8-xla: {line}\n", sys.stderr)
+    if args.verbose:
+        for note in finder.notes:
+            _note(note)
+    if not files:
+        emit("flake8-xla: warning: no Python files found in " + ", ".join(args.paths) + "\n", sys.stderr)
+        return settings, selector, files, 0
+    return settings, selector, files, None
+
+
+def _print_notes(args: argparse.Namespace, results: Sequence[FileResult]) -> None:
+    if args.verbose:
+        for r in results:
+            for note in r.notes:
+                _note(note)
+
+
+def _check_output_file(path: Optional[str]) -> None:
+    """Fail before the run, not after it, when the report could not be written."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"--output-file: {path}: no such directory {os.path.dirname(path) or directory}")
+    if os.path.isdir(path):
+        raise UsageError(f"--output-file: {path} is a directory")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    _check_output_file(args.output_file)
+    if args.add_noqa and "-" in args.paths:
+        raise UsageError("--add-noqa works on files, not stdin")
+    settings, selector, files, done = _prepare(args)
+    if done is not None:
+        return done
+    cache = None if args.no_cache else ResultCache(args.cache_dir or os.path.join(settings.base_dir, CACHE_DIR_NAME))
+    job = Job(settings, selector, unsafe=args.unsafe_fixes, cache=cache,
+              max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, add_noqa=args.add_noqa,
+              show_source=args.show_source)
+    results = list(run_files(job, files, args.jobs))
+    _print_notes(args, results)
+    if cache is not None:
+        for r in results:
+            if r.cache_update:
+                cache.put(*r.cache_update)
+        cache.save()
+    findings = [f for r in results for f in r.findings]
+    if settings.output_format == "text":
+        stream = sys.stdout if not args.output_file else None
+        color = stream is not None and wants_color(args.color, stream)
+        report = render_text(findings, show_source=args.show_source, color=color)
+    else:
+        report = RENDERERS[settings.output_format](findings)
+    if args.output_file:
+        try:
+            with open(args.output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
+                out.write(report)
+        except OSError as exc:
+            raise UsageError(f"--output-file: cannot write {args.output_file}: {exc.strerror or exc}") from None
+    else:
+        emit(report, sys.stdout)
+    if args.statistics:
+        emit(statistics(results), sys.stdout)
+    for r in results:
+        if r.error:
+            emit(f"flake8-xla: {r.path}: {r.error}\n", sys.stderr)
+    if args.add_noqa:
+        added = sum(r.noqa_added for r in results)
+        emit(f"Added {plural(added, 'noqa comment')} in {plural(sum(1 for r in results if r.noqa_added), 'file')}."
+             "\n", sys.stderr)
+    elif settings.output_format == "text":
+        note = check_note(findings, results)
+        if note:
+            emit(note + "\n", sys.stderr)
+    failed = any(r.error for r in results)
+    return 0 if args.exit_zero or not (findings or failed) else 1
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    if "-" in args.paths and len(args.paths) > 1:
+        raise UsageError("`fix -` fixes stdin alone; name no other paths with it")
+    settings, selector, files, done = _prepare(args)
+    if done is not None:
+        return done
+    job = Job(settings, selector, fix=True, unsafe=args.unsafe_fixes, diff=args.diff,
+              max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, show_source=args.show_source)
+    results = list(run_files(job, files, args.jobs))
+    _print_notes(args, results)
+    from_stdin = files == ["-"]
+    for r in results:
+        if r.diff:
+            emit(r.diff, sys.stdout)
+        elif from_stdin and not args.diff and r.stdout_bytes is not None:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(r.stdout_bytes)
+            sys.stdout.flush()
+    remaining = [f for r in results for f in r.findings]
+    if not args.diff:
+        # with `fix -` stdout holds the fixed source, so what remains goes to stderr
+        stream = sys.stderr if from_stdin else sys.stdout
+        report = render_text(remaining, show_source=args.show_source, color=wants_color(args.color, stream))
+        emit(report, stream)
+    emit(fix_summary(results, args.diff) + "\n", sys.stderr)
+    for r in results:
+        for note in r.fix_notes:  # what an applied fix still asks of the user (a companion's set-up)
+            emit(f"flake8-xla: {r.path}: note: {note}\n", sys.stderr)
+        if r.error:
+            emit(f"flake8-xla: {r.path}: {r.error}\n", sys.stderr)
+    return 1 if remaining or any(r.error for r in results) else 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    code = args.code.upper()
+    for rule in all_rules():
+        if rule.code == code or rule.name == args.code:
+            emit(render_rule_for_terminal(rule), sys.stdout)
+            return 0
+    raise UsageError(f"unknown rule {args.code!r}; `flake8-xla rules` lists them")
+
+
+def rule_fixability(rule) -> str:
+    kinds = [row.fix for row in api_table().rows if hasattr(rule, "covers") and rule.covers(row)]
+    if not any(f.kind != "manual" for f in kinds):
+        return "no"
+    return "yes" if all(f.kind != "manual" for f in kinds) else "some"
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    rows = [("CODE", "NAME", "FIXABLE", "DEFAULT")]
+    for rule in all_rules():
+        rows.append((rule.code, rule.name, rule_fixability(rule), "off" if rule.off_by_default else "on"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+CACHE_MARKER = ".gitignore"  # every cache directory holds one written by ResultCache.save
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    directory = args.cache_dir or os.path.join(_base_settings(args).base_dir, CACHE_DIR_NAME)
+    if not os.path.isdir(directory):
+        emit(f"flake8-xla: no result cache at {directory}\n", sys.stderr)
+        return 0
+    entries = os.listdir(directory)
+    ours = all(name == CACHE_MARKER or name.startswith(("results-", ".results-")) for name in entries)
+    if not ours:  # --cache-dir pointing at a directory of other things: never delete those
+        raise UsageError(f"{directory} holds files that are not flake8-xla's result cache; not removed")
+    try:
+        shutil.rmtree(directory)
+    except OSError as exc:
+        raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None
+    emit(f"flake8-xla: removed the result cache {directory}\n", sys.stderr)
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "explain": cmd_explain, "rules": cmd_rules, "clean": cmd_clean}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 2
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    forget_project_files()  # main() may run many times in one process (tests, editor servers)
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, ConfigError) as exc:
+        emit(f"flake8-xla: error: {exc}\n", sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Running the engine on one file (check, fix, add-noqa), and on many in worker processes."""
+from __future__ import annotations
+
+import ast
+import ctypes
+import dataclasses
+import difflib
+import multiprocessing
+import os
+import signal
+import sys
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+from ..blocks import fix_document, lint_document
+from ..cache import Entry, ResultCache, content_key
+from ..config import Settings
+from ..documents import DocumentError, is_document, read_document
+from ..engine import fix_source, lint_fixable, might_match
+from ..formats import Finding
+from ..lifecycle import api_table
+from ..lines import split_lines
+from ..noqa import file_is_exempt, filter_noqa
+from ..rule import Diagnostic
+from ..selection import CodeSelector, path_matches
+from ..versions import Target, infer_target
+from .adding_noqa import add_noqa
+from .output import display_name
+from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
+from .writing import WriteRefused, write_preserving
+
+PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
+
+
+@dataclass
+class FileResult:
+    path: str  # as shown
+    findings: List[Finding] = field(default_factory=list)
+    fixed: Counter = field(default_factory=Counter)
+    diff: str = ""
+    error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
+    unsafe_available: int = 0  # diagnostics that --unsafe-fixes would fix
+    cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
+    notes: List[str] = field(default_factory=list)  # documents: blocks not linted, and why (--verbose)
+    stdout_bytes: Optional[bytes] = None  # `fix -`: the (fixed) source, for stdout
+    noqa_added: int = 0  # --add-noqa: diagnostics given a noqa comment
+    fix_notes: List[str] = field(default_factory=list)  # what the applied fixes still ask of the user
+
+
+@dataclass(frozen=True)
+class Job:
+    settings: Settings
+    selector: CodeSelector
+    fix: bool = False
+    unsafe: bool = False
+    diff: bool = False
+    cache: Optional[ResultCache] = None  # check only; read by workers (inherited on fork)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    stdin_filename: Optional[str] = None  # the path `-` stands for: selection, target, document kind
+    add_noqa: bool = False
+    show_source: bool = False  # findings carry the line they are on
+
+
+def _logical_path(job: Job, path: str) -> str:
+    """The path that rules, per-file-ignores and the target see ('-' is stdin without a name)."""
+    return job.stdin_filename if path == "-" and job.stdin_filename else path
+
+
+def target_for(job: Job, path: str) -> Target:
+    settings = job.settings
+    return infer_target(path if path != "-" else "stdin", settings.target_version, api_table().latest,
+                        settings.target_origin)
+
+
+def assumes_torch_xla(settings: Settings, path: str) -> bool:
+    """Whether ``assume-torch-xla`` makes this file torch_xla code whatever it imports."""
+    setting = settings.assume_torch_xla
+    if isinstance(setting, bool):
+        return setting
+    return any(path_matches(path, pattern, settings.base_dir) for pattern in setting)
+
+
+def _file_error(display: str, code: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    return Finding(display, Diagnostic(line, col, code, message))
+
+
+# run_file judges the pre-filter (and assume-torch-xla) once, on the file as read: what follows
+# lints it whatever it mentions, also after a fix removed its last torch_xla import.
+
+def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module) -> Entry:
+    pairs, _ = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True)
+    return [(d, None if f is None else f.safe) for d, f in pairs]
+
+
+def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
+    """Selection and `# noqa` over the raw diagnostics (with their fix safety)."""
+    lines = split_lines(text)
+    if not raw or file_is_exempt(lines):
+        return [], 0
+    wanted = job.selector.for_file(path)
+    pairs = [(d, safe) for d, safe in raw if wanted(d.code)]
+    kept = set(filter_noqa(lines, [d for d, _ in pairs]))
+    findings = [Finding(display, d, safe is not None and (safe or job.unsafe)) for d, safe in pairs if d in kept]
+    unsafe_only = sum(1 for d, safe in pairs if d in kept and safe is False and not job.unsafe)
+    return findings, unsafe_only
+
+
+def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+    """One file's findings (and fixes). A bug of ours in one file is reported there as XLA000, as
+    the flake8 plugin does, instead of ending the whole run."""
+    try:
+        return _run_file(job, path, stdin_bytes)
+    except Exception as exc:  # noqa: BLE001 - any bug, reported where the user will see it
+        display = display_name(path, job.stdin_filename)
+        return FileResult(display, [_file_error(
+            display, "XLA000", f"flake8-xla internal error, please report: {type(exc).__name__}: {exc}")])
+
+
+def _read(job: Job, path: str, name: str, stdin_bytes: Optional[bytes]) -> Source:
+    data = stdin_bytes if path == "-" else read_file_bytes(path, job.max_file_size)
+    return decode_source(data or b"", name != "-" and is_document(name))
+
+
+def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+    name = _logical_path(job, path)
+    display = display_name(path, job.stdin_filename)
+    result = FileResult(display)
+    try:
+        source = _read(job, path, name, stdin_bytes)
+    except OSError as exc:
+        result.findings.append(_file_error(display, "E902", f"{type(exc).__name__}: {exc.strerror or exc}"))
+        return result
+    except ValueError as exc:
+        result.findings.append(_file_error(display, "E902", str(exc)))
+        return result
+    if path == "-" and job.fix:
+        result.stdout_bytes = source.text.encode(source.encoding)  # unchanged unless a fix applies
+    text = source.text
+    assume_xla = assumes_torch_xla(job.settings, name)
+    if name != "-" and is_document(name):
+        return _run_document(job, path, name, display, source, assume_xla, result)
+    if not assume_xla and not might_match(text):
+        return result
+    key = None
+    if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
+        key = content_key(text, str(target_for(job, name).version), assume_xla)
+        raw = job.cache.get(path, key)
+        if raw is not None:
+            result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
+            _keep_source_lines(job, result, text)
+            return result
+    try:
+        tree = ast.parse(text, display)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        col = max((getattr(exc, "offset", None) or 1) - 1, 0)
+        result.findings.append(_file_error(display, "E999", f"SyntaxError: {getattr(exc, 'msg', exc)}", line, col))
+        _keep_source_lines(job, result, text)
+        return result
+    if job.fix and not file_is_exempt(split_lines(text)):
+        text, tree = _fix_file(job, path, name, display, source, tree, result)
+    raw = _raw_diagnostics(job, name, text, tree)
+    if key is not None:
+        result.cache_update = (path, key, raw)
+    result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
+    if job.add_noqa and result.findings:
+        text = _add_noqa(job, path, name, display, source, text, raw, result)
+    _keep_source_lines(job, result, text)
+    return result
+
+
+def _keep_source_lines(job: Job, result: FileResult, text: str) -> None:
+    if not job.show_source or not result.findings:
+        return
+    lines = split_lines(text)
+    result.findings = [dataclasses.replace(f, source_line=lines[f.diagnostic.line - 1])
+                       if 0 < f.diagnostic.line <= len(lines) else f for f in result.findings]
+
+
+def _fix_file(job: Job, path: str, name: str, display: str, source: Source, tree: ast.Module,
+              result: FileResult):
+    # the text as read, each line's ending included: the fix engine keeps every line's own ending
+    outcome = fix_source(source.text, name, target_for(job, name), job.selector.for_file(name), job.unsafe,
+                         assume_xla=True)
+    result.error = outcome.error
+    if outcome.source == source.text:
+        return source.text, tree
+    written = _apply_fix(job, path, display, source, outcome.source, outcome.fixed, result)
+    if written or job.diff:
+        result.fix_notes = list(outcome.notes)
+    if not written:
+        return source.text, tree  # not written (--diff, or the write failed): report against the file as it is
+    return outcome.source, ast.parse(outcome.source)
+
+
+def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str, fixed: Counter,
+               result: FileResult) -> bool:
+    """Show the fixed text as a diff (--diff) or write it; True when the file now holds it."""
+    if job.diff:
+        result.diff = "".join(difflib.unified_diff(split_lines(source.text), split_lines(new_text),
+                                                   f"a/{display}", f"b/{display}"))
+        result.fixed = fixed
+        return False
+    if path == "-":
+        result.stdout_bytes = new_text.encode(source.encoding)
+    elif not _write(path, new_text, source.encoding, result):
+        return False
+    result.fixed = fixed
+    return True
+
+
+def _write(path: str, text: str, encoding: str, result: FileResult) -> bool:
+    try:
+        write_preserving(path, text, encoding)
+    except WriteRefused as exc:
+        result.error = str(exc)
+        return False
+    except (OSError, UnicodeEncodeError) as exc:
+        result.error = f"could not write the fixed file: {exc}"
+        return False
+    return True
+
+
+def _add_noqa(job: Job, path: str, name: str, display: str, source: Source, text: str, raw: Entry,
+              result: FileResult) -> str:
+    new_text, annotated = add_noqa(text, [f.diagnostic for f in result.findings])
+    if not annotated:
+        return text
+    if not _write(path, new_text, source.encoding, result):
+        return text
+    result.noqa_added = len(annotated)
+    result.findings, result.unsafe_available = _findings(job, name, display, new_text, raw)
+    return new_text
+
+
+# --- documents: notebooks, Markdown, reStructuredText ----------------------------------------------
+
+def _run_document(job: Job, path: str, name: str, display: str, source: Source, assume_xla: bool,
+                  result: FileResult) -> FileResult:
+    """Lint (and fix) the Python blocks of a document as one program; no result cache."""
+    text = source.text
+    try:
+        document = read_document(name, text)
+    except DocumentError as exc:
+        result.findings.append(_file_error(display, "E902", str(exc)))
+        return result
+    target = target_for(job, name)
+    if job.fix and (assume_xla or might_match(text)) and document.blocks:
+        try:
+            fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe)
+        except DocumentError as exc:
+            result.error = f"not fixed: {exc}"
+        else:
+            result.error = fixed.error
+            if fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result):
+                text, document = fixed.text, read_document(name, fixed.text)
+    where = "cell" if document.kind == "notebook" else "line"
+    result.notes = [f"{display}: {where} {at}: not linted: {reason}" if at else f"{display}: not linted: {reason}"
+                    for at, reason in document.skipped]
+    if job.add_noqa:
+        result.notes.append(f"{display}: --add-noqa leaves notebooks and documents alone")
+    file_lines = split_lines(text)
+    for program, raw in lint_document(document, text, target, assume_xla):
+        findings, unsafe = _findings(job, name, display, program.source, raw)
+        result.unsafe_available += unsafe
+        program_lines = split_lines(program.source)
+        for finding in findings:
+            located = program.locate(document, finding.diagnostic)
+            if located is None:
+                continue
+            source_line = None
+            if job.show_source:  # a notebook line from its cell (the program); a Markdown/rst line from the file
+                lines, number = ((program_lines, finding.diagnostic.line) if located.cell is not None
+                                 else (file_lines, located.diagnostic.line))
+                source_line = lines[number - 1] if 0 < number <= len(lines) else None
+            result.findings.append(Finding(display, located.diagnostic, finding.fixable, located.cell,
+                                           located.file_line, source_line))
+    result.findings.sort(key=lambda f: (f.cell or 0, f.diagnostic))
+    return result
+
+
+# --- many files: worker processes ---------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WORKER_JOB: Optional[Job] = None
+_PARENT_PID: Optional[int] = None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker end when the process that started it ends, even by SIGKILL: on Linux the
+    kernel sends SIGKILL (prctl PR_SET_PDEATHSIG); everywhere the worker checks its parent before
+    each file. The check right after arming also covers a parent that died before it."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl (another libc): the check before each file still applies
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _init_worker(job: Job, parent_pid: int) -> None:
+    global _WORKER_JOB, _PARENT_PID
+    die_with_parent(parent_pid)
+    _WORKER_JOB, _PARENT_PID = job, parent_pid
+
+
+def _run_in_worker(path: str) -> FileResult:
+    assert _WORKER_JOB is not None
+    if os.getppid() != _PARENT_PID:  # orphaned: nobody will read the result, and fixes must stop
+        os._exit(1)
+    return run_file(_WORKER_JOB, path)
+
+
+def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]:
+    stdin_bytes = None
+    if "-" in files:
+        try:
+            stdin_bytes = read_stdin_bytes(job.max_file_size)
+        except ValueError as exc:
+            display = display_name("-", job.stdin_filename)
+            yield FileResult(display, [_file_error(display, "E902", str(exc))])
+            files = [f for f in files if f != "-"]
+    if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
+        api_table()  # load the rule data once, before forking, instead of once per worker
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid())) as pool:
+            yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 32)))
+        return
+    for path in files:
+        yield run_file(job, path, stdin_bytes)
+
+
+__all__ = ["FileResult", "Job", "PARALLEL_MIN_FILES", "assumes_torch_xla", "die_with_parent", "run_file",
+           "run_files", "target_for"]

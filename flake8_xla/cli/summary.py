@@ -1,0 +1,101 @@
+"""What a run says about itself on stderr: the closing line of check and fix, --statistics,
+-v notes, and the settings it decided on (-v, --show-settings)."""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..config import Settings
+from ..engine import all_rules
+from ..formats import Finding
+from ..lifecycle import api_table
+from ..versions import infer_target
+from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
+from .output import display_name
+from .reading import format_size
+from .running import FileResult
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def statistics(results: Sequence[FileResult]) -> str:
+    counts = Counter(f.diagnostic.code for r in results for f in r.findings)
+    names = {r.code: r.name for r in all_rules()}
+    return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
+
+
+def check_note(findings: Sequence[Finding], results: Sequence[FileResult]) -> Optional[str]:
+    if not findings:
+        return None
+    fixable = sum(f.fixable for f in findings)
+    unsafe = sum(r.unsafe_available for r in results)
+    note = f"Found {plural(len(findings), 'diagnostic')}"
+    if fixable:
+        note += f"; {fixable} fixable with `flake8-xla fix` (marked [*])"
+    if unsafe:
+        note += f"; {unsafe} more with `flake8-xla fix --unsafe-fixes`"
+    return note + "."
+
+
+def fix_summary(results: Sequence[FileResult], diff: bool) -> str:
+    remaining = [f for r in results for f in r.findings]
+    fixed = sum((r.fixed for r in results), Counter())
+    changed = sum(1 for r in results if r.fixed)
+    total = sum(fixed.values())
+    summary = f"{'Would fix' if diff else 'Fixed'} {plural(total, 'issue')} in {plural(changed, 'file')}"
+    if fixed:
+        summary += " (" + ", ".join(f"{code} x{n}" for code, n in sorted(fixed.items())) + ")"
+    needs_human = [f for f in remaining if not f.fixable] if not diff else []
+    if needs_human:
+        summary += f"; {len(needs_human)} need a human (listed above)"
+    unsafe = sum(r.unsafe_available for r in results)
+    if unsafe:
+        summary += f"; {unsafe} more fixable with --unsafe-fixes"
+    return summary + "."
+
+
+def settings_report(settings: Settings, paths: Sequence[str], files: Sequence[str], *, respect_gitignore: bool,
+                    max_file_size: int, stdin_filename: Optional[str] = None) -> List[str]:
+    """One line per decision: config file, project root, target (per source it came from), codes,
+    excludes, limits and the number of files."""
+    def listed(values: Sequence[str]) -> str:
+        return ", ".join(values) if values else "(none)"
+
+    lines = [f"config file: {settings.source or '(none: defaults)'}",
+             f"project root: {display_name(os.path.abspath(settings.base_dir))}"]
+    for (version, source), count in _targets(settings, paths, files, stdin_filename):
+        lines.append(f"target: torch_xla {version}, from {source} ({plural(count, 'file')})")
+    lines += [f"select: {listed(settings.select) if settings.select is not None else 'XLA (default)'}",
+              f"extend-select: {listed(settings.extend_select)}",
+              f"ignore: {listed(settings.ignore)}",
+              "per-file-ignores: " + listed([f"{glob}:{','.join(codes)}" for glob, codes in settings.per_file_ignores])]
+    if settings.exclude is None:
+        lines.append(f"exclude: default: {', '.join(EXCLUDED_ANYWHERE)} (at any depth); "
+                     f"{', '.join(EXCLUDED_AT_ROOT)} (at the project root only)")
+    else:
+        lines.append(f"exclude: {listed(settings.exclude)}")
+    assume = settings.assume_torch_xla
+    lines += [f"extend-exclude: {listed(settings.extend_exclude)}",
+              f"respect-gitignore: {'true' if respect_gitignore else 'false'}",
+              f"assume-torch-xla: {listed(assume) if not isinstance(assume, bool) else str(assume).lower()}",
+              f"max-file-size: {format_size(max_file_size)}",
+              f"files: {len(files)}"]
+    return lines
+
+
+def _targets(settings: Settings, paths: Sequence[str], files: Sequence[str],
+             stdin_filename: Optional[str]) -> List[Tuple[Tuple[str, str], int]]:
+    """How many files each resolved target applies to, in order of first appearance. Without
+    files, the target of each path given."""
+    counts: Dict[Tuple[str, str], int] = {}
+    for path in files or paths:
+        name = (stdin_filename or "stdin") if path == "-" else path
+        target = infer_target(name, settings.target_version, api_table().latest)
+        key = (str(target.version), target.source)
+        counts[key] = counts.get(key, 0) + 1
+    if not files:
+        counts = dict.fromkeys(counts, 0)
+    return list(counts.items())
