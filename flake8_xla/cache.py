@@ -1,10 +1,14 @@
 """A per-project result cache for `flake8-xla check`, so an unchanged file is not parsed again.
 
-An entry is keyed by the file's content hash, the torch_xla target it was judged against and
-whether it was linted as torch_xla code whatever it imports (``assume-torch-xla``), and the whole
-cache by a fingerprint of flake8-xla's own code and rule data: any change to either starts a
-fresh cache. It stores every diagnostic with its fix safety, before selection and
-`# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files.
+An entry is keyed by a hash of everything its diagnostics depend on: the file's content, the
+torch_xla target it was judged against, the options that change what is reported before
+selection (``assume-torch-xla``), and a fingerprint of flake8-xla's own code and rule data. The
+path is not part of the key, so a cache committed or copied to another checkout stays right, and
+changed content is never served; the path only lets a file's new entry replace its old one. It stores every diagnostic with its fix safety, before selection
+and `# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files.
+
+The file is read as untrusted input: anything of the wrong shape is dropped (and rewritten on
+save) instead of failing each lint.
 """
 from __future__ import annotations
 
@@ -13,75 +17,222 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import __version__
 from .rule import Diagnostic
 
 CACHE_DIR_NAME = ".flake8_xla_cache"
+FORMAT = 2  # the layout of a results file; another number is another layout
+MAX_ENTRIES = 20000  # least recently used entries beyond this are dropped on save
 Entry = List[Tuple[Diagnostic, Optional[bool]]]  # fix safety: True safe, False unsafe, None no fix
+
+# what flake8-xla's behaviour is made of: its code and the rule data shipped beside it
+_FINGERPRINTED = (".py", ".yaml", ".yml", ".json")
+_PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", ".flake8", ".git")
+_RESULTS_RE = re.compile(r"results-[0-9a-f]+\.json")
+_GITIGNORE = "# created by flake8-xla\n*\n"
+# https://bford.info/cachedir/ : backup and archiving tools skip a directory holding this file
+_CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                 "# This file is a cache directory tag created by flake8-xla.\n"
+                 "# For information about cache directory tags, see https://bford.info/cachedir/\n")
+
+
+def _package_roots() -> List[pathlib.Path]:
+    import flake8_xla
+    import flake8_xla.rules
+
+    # flake8_xla.rules is installed from the top-level rules/ folder (setup.cfg package_dir)
+    return sorted({pathlib.Path(p) for package in (flake8_xla, flake8_xla.rules) for p in package.__path__})
+
+
+def _files_under(root: pathlib.Path) -> List[pathlib.Path]:
+    return sorted(p for p in root.rglob("*")
+                  if p.suffix in _FINGERPRINTED and "__pycache__" not in p.relative_to(root).parts and p.is_file())
+
+
+def fingerprint_files() -> List[pathlib.Path]:
+    """Every file the fingerprint covers: flake8-xla's modules (subpackages too) and rule data."""
+    return [path for root in _package_roots() for path in _files_under(root)]
+
+
+def fingerprint_of(roots: Iterable[pathlib.Path], version: str) -> str:
+    """Hash of ``version`` and every code / rule data file under ``roots`` (names and bytes)."""
+    digest = hashlib.blake2b(version.encode(), digest_size=12)
+    for root in roots:
+        root = pathlib.Path(root)
+        digest.update(b"\0root\0" + root.name.encode("utf-8", "surrogateescape"))
+        for path in _files_under(root):
+            data = path.read_bytes()
+            name = path.relative_to(root).as_posix().encode("utf-8", "surrogateescape")
+            # lengths make the stream unambiguous: no file's bytes can pose as the next file's name
+            digest.update(b"%d:%s%d:" % (len(name), name, len(data)))
+            digest.update(data)
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
     """Hash of flake8-xla's version, code and rule data."""
-    digest = hashlib.blake2b(__version__.encode(), digest_size=12)
-    import flake8_xla
-    import flake8_xla.rules
-
-    roots = {pathlib.Path(p) for package in (flake8_xla, flake8_xla.rules) for p in package.__path__}
-    for root in sorted(roots):
-        for path in sorted(root.glob("*.py")) + sorted(root.glob("*.yaml")):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return fingerprint_of(_package_roots(), __version__)
 
 
-def content_key(text: str, target: str, assume_xla: bool = False) -> str:
-    return hashlib.blake2b(f"{target}\0{int(assume_xla)}\0{text}".encode("utf-8", "surrogatepass"),
-                           digest_size=16).hexdigest()
+def content_key(text: str, target: str, assume_xla: bool = False,
+                options: Optional[Mapping[str, object]] = None) -> str:
+    """The cache key of one file's raw diagnostics: its content, the target, the options that
+    change what is reported (``assume_xla``, and any ``options``), and the tool fingerprint."""
+    extra = json.dumps(dict(options or {}), sort_keys=True, default=str)
+    payload = f"{fingerprint()}\0{target}\0{int(assume_xla)}\0{extra}\0{text}"
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _diagnostics(raw: object) -> Optional[Entry]:
+    """A stored diagnostics list, or None when any part has the wrong shape."""
+    if not isinstance(raw, list):
+        return None
+    out: Entry = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 5):
+            return None
+        line, col, code, message, safe = item
+        if not (type(line) is int and line >= 1 and type(col) is int and col >= 0
+                and isinstance(code, str) and isinstance(message, str) and safe in (True, False, None)):
+            return None
+        out.append((Diagnostic(line, col, code, message), safe))
+    return out
 
 
 class ResultCache:
+    """The results file of one cache directory (``resolve_cache_dir`` chooses the directory)."""
+
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.path = os.path.join(directory, f"results-{fingerprint()}.json")
         self.entries: Dict[str, dict] = {}
+        self.keys: Dict[str, str] = {}  # path -> the key of its latest entry
+        self.run = 1
         self.dirty = False
         try:
             with open(self.path, encoding="utf-8") as f:
-                self.entries = json.load(f)
-        except (OSError, ValueError):
-            self.entries = {}  # no cache yet, or a damaged one: start over
+                data = json.load(f)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, RecursionError):
+            data = None  # damaged (or hostile: nested past the parser's limit): start over
+        self._load(data)
+
+    def _load(self, data: object) -> None:
+        if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("fingerprint") == fingerprint()
+                and type(data.get("run")) is int and isinstance(data.get("entries"), dict)):
+            self.dirty = True  # the wrong shape: rewrite it on save
+            return
+        self.run = data["run"] + 1
+        for key, entry in data["entries"].items():
+            if (isinstance(entry, dict) and type(entry.get("used")) is int and isinstance(entry.get("path"), str)
+                    and _diagnostics(entry.get("diagnostics")) is not None):
+                self.entries[key] = entry
+                self.keys[entry["path"]] = key
+            else:
+                self.dirty = True
 
     def get(self, path: str, key: str) -> Optional[Entry]:
-        entry = self.entries.get(os.path.abspath(path))
-        if entry is None or entry.get("key") != key:
+        """The diagnostics stored under ``key`` (``path`` is not part of the key: kept for callers)."""
+        entry = self.entries.get(key)
+        if entry is None:
             return None
-        return [(Diagnostic(*d[:4]), d[4]) for d in entry["diagnostics"]]
+        # recorded for eviction; a run of hits alone does not rewrite the file for it
+        entry["used"] = self.run
+        return _diagnostics(entry["diagnostics"])
 
     def put(self, path: str, key: str, diagnostics: Entry) -> None:
-        self.entries[os.path.abspath(path)] = {
-            "key": key, "diagnostics": [[*d, safe] for d, safe in diagnostics]}
+        path = os.path.abspath(path)
+        old = self.keys.get(path)
+        if old is not None and old != key:
+            self.entries.pop(old, None)  # the file changed (or its target/options did): one entry per file
+        self.keys[path] = key
+        self.entries[key] = {"used": self.run, "path": path, "diagnostics": [[*d, safe] for d, safe in diagnostics]}
         self.dirty = True
 
     def save(self) -> None:
         """Write atomically; a cache that cannot be written is only a missed speed-up."""
         if not self.dirty:
             return
+        if len(self.entries) > MAX_ENTRIES:
+            newest = sorted(self.entries.items(), key=lambda item: item[1]["used"], reverse=True)[:MAX_ENTRIES]
+            self.entries = dict(newest)
+            self.keys = {entry["path"]: key for key, entry in self.entries.items()}
+        data = {"format": FORMAT, "fingerprint": fingerprint(), "run": self.run, "entries": self.entries}
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            ignore = os.path.join(self.directory, ".gitignore")
-            if not os.path.exists(ignore):
-                with open(ignore, "w", encoding="utf-8") as f:
-                    f.write("# created by flake8-xla\n*\n")
-            for stale in os.listdir(self.directory):  # caches of other flake8-xla versions
-                if stale.startswith("results-") and os.path.join(self.directory, stale) != self.path:
-                    os.unlink(os.path.join(self.directory, stale))
+            _prepare(self.directory)
+            for stale in os.listdir(self.directory):  # caches of other flake8-xla builds
+                full = os.path.join(self.directory, stale)
+                if _RESULTS_RE.fullmatch(stale) and full != self.path:
+                    os.unlink(full)
             fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.entries, f, separators=(",", ":"))
-            os.replace(tmp, self.path)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(data, f, separators=(",", ":"))
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            self.dirty = False
         except OSError:
             pass
+
+
+def _prepare(directory: str) -> None:
+    """Create the cache directory; one we create (or created before) is tagged as a cache and
+    ignored by git. A directory the user named that exists already is left as it is."""
+    ours = not os.path.isdir(directory)
+    os.makedirs(directory, exist_ok=True)
+    ignore = os.path.join(directory, ".gitignore")
+    if not ours:
+        try:
+            with open(ignore, encoding="utf-8") as f:
+                ours = f.read() == _GITIGNORE
+        except OSError:
+            return
+    if not ours:
+        return
+    for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+
+def _inside_installed_packages(path: str) -> bool:
+    parts = path.split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
+
+
+def _user_cache_home() -> str:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative one
+        return xdg
+    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
+        return os.environ["LOCALAPPDATA"]
+    return os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def resolve_cache_dir(base_dir: str, explicit: Optional[str] = None) -> str:
+    """Where the result cache of the project at ``base_dir`` lives.
+
+    ``explicit`` (``--cache-dir``) wins. Otherwise ``<base_dir>/.flake8_xla_cache`` when
+    ``base_dir`` is a project root (it holds pyproject.toml, setup.cfg, tox.ini, .flake8 or .git)
+    that is writable and neither ``/`` nor inside an installed environment; else a directory per
+    project in the user's cache (``$XDG_CACHE_HOME/flake8-xla/<hash>`` or ``~/.cache/...``), so a
+    run from ``/`` or from site-packages writes nothing there.
+    """
+    if explicit:
+        return os.path.abspath(explicit)
+    root = os.path.realpath(base_dir)  # judged (and hashed) where it really is
+    if (os.path.dirname(root) != root and not _inside_installed_packages(root)
+            and any(os.path.exists(os.path.join(root, marker)) for marker in _PROJECT_MARKERS)
+            and os.access(root, os.W_OK)):
+        return os.path.join(os.path.abspath(base_dir), CACHE_DIR_NAME)
+    digest = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    return os.path.join(_user_cache_home(), "flake8-xla", digest)

@@ -1,0 +1,215 @@
+"""The result cache (issue 12, defect 17): what it fingerprints, what it trusts on load, what keys an
+entry, and where it lives."""
+import hashlib
+import json
+import os
+import pathlib
+
+import pytest
+
+import flake8_xla
+import flake8_xla.rules
+from flake8_xla import cache
+from flake8_xla.cache import CACHE_DIR_NAME, ResultCache, content_key, resolve_cache_dir
+from flake8_xla.rule import Diagnostic
+
+DIAG = Diagnostic(3, 0, "XLA102", "xm.mark_step() is deprecated")
+TEXT = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
+
+
+# --- (a) the fingerprint covers every shipped code and rule data file ---------------------------
+
+def test_fingerprint_covers_yml_rules_the_table_and_subpackages() -> None:
+    files = set(cache.fingerprint_files())
+    rules = pathlib.Path(flake8_xla.rules.__path__[0])
+    assert rules / "xla301_dynamic_shape_op.yml" in files  # ast-grep rules end in .yml
+    assert rules / "api_lifecycle.yaml" in files
+    assert pathlib.Path(flake8_xla.__file__) in files
+    assert not any("__pycache__" in p.parts for p in files)
+
+
+def test_fingerprint_changes_with_a_yml_rule_and_nested_code(tmp_path) -> None:
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 1\n")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "r.yml").write_text("id: r\n")
+    roots = [tmp_path / "pkg", tmp_path / "rules"]
+    first = cache.fingerprint_of(roots, "1.0")
+    assert cache.fingerprint_of(roots, "1.0") == first
+    (tmp_path / "rules" / "r.yml").write_text("id: r2\n")
+    second = cache.fingerprint_of(roots, "1.0")
+    assert second != first
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 2\n")  # a subpackage (cli/, analysis/, ...) counts
+    assert cache.fingerprint_of(roots, "1.0") != second
+    assert cache.fingerprint_of(roots, "1.1") != cache.fingerprint_of(roots, "1.0")
+
+
+# --- (b) a cache file of the wrong shape is treated as empty and rewritten ----------------------
+
+def _results_file(directory) -> pathlib.Path:
+    return pathlib.Path(ResultCache(str(directory)).path)
+
+
+@pytest.mark.parametrize("content", [
+    "[]", "{}", '"text"', '{"format": 2, "fingerprint": "other", "entries": {}}',
+    '{"a.py": {"key": "k", "diagnostics": [[1, 0, "XLA101"]]}}',  # the old shape
+])
+def test_a_cache_of_the_wrong_shape_is_empty_and_rewritten(tmp_path, content) -> None:
+    directory = tmp_path / "c"
+    directory.mkdir()
+    path = _results_file(directory)
+    path.write_text(content)
+    results = ResultCache(str(directory))
+    key = content_key(TEXT, "2.9")
+    assert results.get("a.py", key) is None
+    results.save()  # nothing was put, yet the damaged file is replaced
+    data = json.loads(path.read_text())
+    assert data == {"format": cache.FORMAT, "fingerprint": cache.fingerprint(), "run": 1, "entries": {}}
+
+
+def test_a_cache_nested_past_the_parser_limit_is_empty(tmp_path) -> None:
+    directory = tmp_path / "c"
+    directory.mkdir()
+    _results_file(directory).write_text("[" * 200000 + "]" * 200000)
+    results = ResultCache(str(directory))
+    assert (results.entries, results.dirty) == ({}, True)
+
+
+def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> None:
+    directory = tmp_path / "c"
+    directory.mkdir()
+    good, bad = content_key(TEXT, "2.9"), content_key(TEXT, "2.8")
+    _results_file(directory).write_text(json.dumps({
+        "format": cache.FORMAT, "fingerprint": cache.fingerprint(), "run": 1, "entries": {
+            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", True]]},
+            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", True]]},
+            "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", "yes"]]},
+            "y": [],
+            "z": {"used": 1, "path": 5, "diagnostics": []},
+        }}))
+    results = ResultCache(str(directory))
+    assert results.get("a.py", good) == [(Diagnostic(3, 0, "XLA102", "m"), True)]
+    assert results.get("a.py", bad) is None
+    assert sorted(results.entries) == [good]
+
+
+# --- (c) entries are keyed by content, target, options and the tool fingerprint ----------------
+
+def test_content_key_covers_content_target_options_and_fingerprint(monkeypatch) -> None:
+    base = content_key(TEXT, "2.9")
+    assert content_key(TEXT, "2.9") == base
+    assert content_key(TEXT + "#\n", "2.9") != base
+    assert content_key(TEXT, "2.8") != base
+    assert content_key(TEXT, "2.9", True) != base
+    assert content_key(TEXT, "2.9", options={"rules": "XLA1"}) != base
+    assert content_key(TEXT, "2.9", options={"b": 1, "a": 2}) == content_key(TEXT, "2.9", options={"a": 2, "b": 1})
+    monkeypatch.setattr(cache, "fingerprint", lambda: "another build of flake8-xla")
+    assert content_key(TEXT, "2.9") != base
+
+
+def test_a_committed_cache_serves_the_same_content_anywhere_and_never_changed_content(tmp_path) -> None:
+    checkout = tmp_path / "one"
+    checkout.mkdir()
+    results = ResultCache(str(checkout / CACHE_DIR_NAME))
+    results.put(str(checkout / "a.py"), content_key(TEXT, "2.9"), [(DIAG, True)])
+    results.save()
+    # a second checkout of the same repository (the cache directory committed with it)
+    clone = tmp_path / "two"
+    os.rename(checkout, clone)
+    again = ResultCache(str(clone / CACHE_DIR_NAME))
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True)]
+    assert again.get(str(clone / "a.py"), content_key(TEXT.replace("mark_step", "sync"), "2.9")) is None
+    # new content for a path replaces that path's entry: stale entries do not pile up
+    again.put(str(clone / "b.py"), content_key("x = 1\n", "2.9"), [])
+    again.put(str(clone / "b.py"), content_key("x = 2\n", "2.9"), [])
+    assert again.get(str(clone / "b.py"), content_key("x = 1\n", "2.9")) is None
+    assert again.get(str(clone / "b.py"), content_key("x = 2\n", "2.9")) == []
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True)]  # another path's entry
+
+
+def test_least_recently_used_entries_go_beyond_the_cap(tmp_path, monkeypatch) -> None:
+    directory = str(tmp_path / "c")
+    first = ResultCache(directory)
+    for n in range(3):
+        first.put(f"{n}.py", content_key(f"x = {n}\n", "2.9"), [])
+    first.save()
+    assert len(ResultCache(directory).entries) == 3
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 2)
+    second = ResultCache(directory)
+    assert second.get("a.py", content_key("x = 0\n", "2.9")) == []  # used again in this run
+    second.put("3.py", content_key("x = 3\n", "2.9"), [])
+    second.save()
+    kept = set(ResultCache(directory).entries)
+    assert kept == {content_key("x = 0\n", "2.9"), content_key("x = 3\n", "2.9")}
+
+
+# --- (d) where the cache lives ------------------------------------------------------------------
+
+def _user_dir(base, root) -> str:
+    digest = hashlib.blake2b(os.path.realpath(root).encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    return os.path.join(str(base), "flake8-xla", digest)
+
+
+@pytest.fixture
+def xdg(tmp_path, monkeypatch):
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
+@pytest.mark.parametrize("marker", ["pyproject.toml", "setup.cfg", "tox.ini", ".flake8", ".git"])
+def test_project_root_holds_the_cache(tmp_path, xdg, marker) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / marker).mkdir() if marker == ".git" else (root / marker).write_text("")
+    assert resolve_cache_dir(str(root)) == os.path.join(str(root), CACHE_DIR_NAME)
+
+
+def test_explicit_directory_wins(tmp_path, xdg) -> None:
+    assert resolve_cache_dir("/", str(tmp_path / "mine")) == str(tmp_path / "mine")
+
+
+@pytest.mark.parametrize("where", ["plain", "lib/python3.11/site-packages/pkg", "dist-packages/pkg"])
+def test_other_directories_use_the_user_cache(tmp_path, xdg, where) -> None:
+    directory = tmp_path / where
+    directory.mkdir(parents=True)
+    if where != "plain":
+        (directory / "setup.cfg").write_text("")  # an installed package may ship one: not a project
+    assert resolve_cache_dir(str(directory)) == _user_dir(xdg, directory)
+
+
+def test_filesystem_root_uses_the_user_cache(xdg) -> None:
+    assert resolve_cache_dir("/") == _user_dir(xdg, "/")
+
+
+def test_unwritable_project_uses_the_user_cache(tmp_path, xdg, monkeypatch) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("")
+    monkeypatch.setattr(cache.os, "access", lambda path, mode: False)
+    assert resolve_cache_dir(str(root)) == _user_dir(xdg, root)
+
+
+def test_without_xdg_the_home_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve_cache_dir("/") == _user_dir(tmp_path / "home" / ".cache", "/")
+
+
+def test_a_created_directory_is_tagged_and_ignored(tmp_path) -> None:
+    directory = tmp_path / "deep" / CACHE_DIR_NAME
+    results = ResultCache(str(directory))
+    results.put("a.py", content_key(TEXT, "2.9"), [(DIAG, None)])
+    results.save()
+    assert (directory / ".gitignore").read_text() == "# created by flake8-xla\n*\n"
+    assert (directory / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55\n")
+    assert sorted(os.listdir(directory)) == [".gitignore", "CACHEDIR.TAG", os.path.basename(results.path)]
+
+
+def test_an_existing_directory_of_the_user_is_not_tagged(tmp_path) -> None:
+    # `--cache-dir .` must not write a .gitignore of `*` into the user's own directory
+    results = ResultCache(str(tmp_path))
+    results.put("a.py", content_key(TEXT, "2.9"), [])
+    results.save()
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(results.path)]
