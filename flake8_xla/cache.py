@@ -44,13 +44,17 @@ def _package_roots() -> List[pathlib.Path]:
     import flake8_xla
     import flake8_xla.rules
 
-    # flake8_xla.rules is installed from the top-level rules/ folder (setup.cfg package_dir)
-    return sorted({pathlib.Path(p) for package in (flake8_xla, flake8_xla.rules) for p in package.__path__})
+    # flake8_xla.rules comes from the top-level rules/ folder (setup.cfg package_dir); in a wheel it
+    # sits inside flake8_xla/, so a root inside another is not walked twice
+    roots = sorted({pathlib.Path(p).resolve() for package in (flake8_xla, flake8_xla.rules) for p in package.__path__})
+    return [root for root in roots if not any(other in root.parents for other in roots)]
 
 
 def _files_under(root: pathlib.Path) -> List[pathlib.Path]:
+    # hidden folders (a cache directory, editor state) and bytecode are not flake8-xla's behaviour
     return sorted(p for p in root.rglob("*")
-                  if p.suffix in _FINGERPRINTED and "__pycache__" not in p.relative_to(root).parts and p.is_file())
+                  if p.suffix in _FINGERPRINTED and p.is_file()
+                  and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(root).parts))
 
 
 def fingerprint_files() -> List[pathlib.Path]:

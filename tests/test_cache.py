@@ -43,6 +43,21 @@ def test_fingerprint_changes_with_a_yml_rule_and_nested_code(tmp_path) -> None:
     (tmp_path / "pkg" / "sub" / "b.py").write_text("y = 2\n")  # a subpackage (cli/, analysis/, ...) counts
     assert cache.fingerprint_of(roots, "1.0") != second
     assert cache.fingerprint_of(roots, "1.1") != cache.fingerprint_of(roots, "1.0")
+    third = cache.fingerprint_of(roots, "1.0")
+    (tmp_path / "pkg" / ".flake8_xla_cache").mkdir()  # a cache written inside must not change it
+    (tmp_path / "pkg" / ".flake8_xla_cache" / "results-0.json").write_text("{}")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "a.py").write_text("")
+    assert cache.fingerprint_of(roots, "1.0") == third
+
+
+def test_a_rules_package_inside_flake8_xla_is_walked_once(tmp_path, monkeypatch) -> None:
+    # the wheel layout: site-packages/flake8_xla/rules/
+    (tmp_path / "flake8_xla" / "rules").mkdir(parents=True)
+    (tmp_path / "flake8_xla" / "rules" / "r.yml").write_text("id: r\n")
+    monkeypatch.setattr(flake8_xla, "__path__", [str(tmp_path / "flake8_xla")])
+    monkeypatch.setattr(flake8_xla.rules, "__path__", [str(tmp_path / "flake8_xla" / "rules")])
+    assert cache.fingerprint_files() == [tmp_path / "flake8_xla" / "rules" / "r.yml"]
 
 
 # --- (b) a cache file of the wrong shape is treated as empty and rewritten ----------------------

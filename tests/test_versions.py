@@ -265,3 +265,11 @@ def test_check_target_warns_once_outside_the_known_releases() -> None:
     assert versions.check_target("2.9", "--xla-target-version", known, seen.append) == Version(2, 9)
     assert seen == ["--xla-target-version: torch_xla 2.10 is outside the releases flake8-xla knows (2.8 to 2.9); "
                     "its rule data may not describe that release"]
+
+
+def test_a_pyproject_of_the_wrong_shape_declares_nothing(tmp_path, monkeypatch, capsys) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "pyproject.toml").write_text('project = 5\ntool = "x"\ndependency-groups = []\n')
+    (tmp_path / "requirements.txt").write_text("torch_xla>=2.5\n")
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).version == Version(2, 5)
+    assert capsys.readouterr().err == ""
