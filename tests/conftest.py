@@ -1,8 +1,30 @@
 import pytest
 
+# Tests that take more than 15 s on a 2-core machine (`pytest --durations=25`), almost all of it in a
+# module-scoped fixture they share, so every test that uses the fixture is slow when run alone.
+# `pytest -m "not slow"` is the quick run; CI runs everything. test_stdlib_sweep.py marks its own;
+# these are listed here by (module, fixture) or (module, test) because the modules belong to others.
+SLOW_FIXTURES = {
+    ("test_release_table.py", "report"),  # reads nine torch_xla release wheels (about 90 s)
+    ("test_precommit.py", "pre_commit"),  # pre-commit builds its hook environment (about 30 s)
+}
+SLOW_TESTS = {
+    ("test_property.py", "test_composed_programs_report_inside_the_file"),  # 400 hypothesis examples
+}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "packaging: builds the wheel and installs it into a fresh virtualenv")
+    config.addinivalue_line("markers", "slow: takes more than 15 s; deselect with -m 'not slow' for a quick run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items) -> None:
+    for item in items:
+        module = item.path.name
+        if (item.get_closest_marker("packaging") is not None  # builds a wheel and a virtualenv
+                or (module, getattr(item, "originalname", item.name)) in SLOW_TESTS
+                or any((module, name) in SLOW_FIXTURES for name in getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import sysconfig
-import time
 import tokenize
 import traceback
 import warnings
@@ -183,7 +182,6 @@ def check_chunk(paths: Sequence[str]) -> List[FileResult]:
 
 class Sweep(NamedTuple):
     results: List[FileResult]
-    seconds: float
 
     def by_status(self, status: str) -> List[FileResult]:
         return [r for r in self.results if r.status == status]
@@ -192,7 +190,6 @@ class Sweep(NamedTuple):
 @pytest.fixture(scope="module")
 def sweep() -> Sweep:
     files = stdlib_files()
-    start = time.perf_counter()
     workers = min(4, os.cpu_count() or 1)
     chunks = [files[i::workers * 8] for i in range(workers * 8)]
     if workers > 1:
@@ -200,15 +197,18 @@ def sweep() -> Sweep:
             results = [r for chunk in pool.map(check_chunk, chunks) for r in chunk]
     else:
         results = check_chunk(files)
-    return Sweep(results, time.perf_counter() - start)
+    return Sweep(results)
 
 
+# How fast the sweep runs is measured by benchmarks/run.py (--corpus stdlib), not asserted here:
+# a wall-clock bound fails on a loaded machine and says nothing about this code.
+@pytest.mark.slow
 def test_stdlib_engine_sweep(sweep: Sweep) -> None:
     ok = sweep.by_status("ok")
     skipped = [r for r in sweep.results if r.status != "ok"]
     print(f"\nstdlib sweep: {len(sweep.results)} files, {len(ok)} linted, {len(skipped)} skipped "
           f"({', '.join(f'{s}={len(sweep.by_status(s))}' for s in ('decode', 'parse', 'nul'))}), "
-          f"{sum(r.rebound for r in ok)} diagnostics on rebound trees, {sweep.seconds:.1f}s")
+          f"{sum(r.rebound for r in ok)} diagnostics on rebound trees")
     for r in skipped:
         print(f"  skipped [{r.status}] {r.path}: {r.detail}")
 
@@ -225,7 +225,6 @@ def test_stdlib_engine_sweep(sweep: Sweep) -> None:
     assert not report, "\n".join(report)
     # The rebound pass does reach the lifecycle rules on real code.
     assert sum(r.rebound for r in ok) > 0
-    assert sweep.seconds < 150
 
 
 # --- flake8 level ------------------------------------------------------------------------------
@@ -258,6 +257,7 @@ def assert_flake8_did_not_crash(result: subprocess.CompletedProcess) -> None:
     assert "failed during execution" not in result.stdout, result.stdout
 
 
+@pytest.mark.slow
 def test_flake8_on_broken_stdlib_files(sweep: Sweep, tmp_path) -> None:
     broken = [r.path for r in sweep.results if r.status in ("decode", "parse", "nul")]
     assert broken
@@ -330,13 +330,10 @@ def test_very_large_file(tmp_path) -> None:
         line_no += block.count("\n")
     source = "".join(lines)
     assert source.count("\n") >= 20000
-    start = time.perf_counter()
     result, rows = flake8_file(tmp_path, "big.py", source.encode())
-    seconds = time.perf_counter() - start
     assert_flake8_did_not_crash(result)
     assert [r["code"] for r in rows] == ["XLA102"] * calls
     assert [(int(r["row"]), int(r["col"])) for r in rows] == expected
-    assert seconds < 60, seconds
 
 
 def test_deeply_nested_parentheses(tmp_path) -> None:
@@ -393,3 +390,60 @@ def test_long_operator_chain_plain_cli(tmp_path) -> None:
         assert "RecursionError" in result.stderr + result.stdout, result.stderr
     else:  # a future flake8/CPython that copes: then the plugin must report every call
         assert [r["code"] for r in parse_output(result)] == ["XLA102"] * 500
+
+
+# --- the test suite itself ---------------------------------------------------------------------------
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+CLOCKS = {"perf_counter", "monotonic", "time", "process_time", "perf_counter_ns", "monotonic_ns", "time_ns"}
+
+
+def _reads_a_clock(node: ast.AST, timed: set) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in CLOCKS:
+            return True
+        if isinstance(sub, (ast.Name, ast.Attribute)) and (getattr(sub, "id", None) or sub.attr) in timed:
+            return True
+    return False
+
+
+def test_no_test_asserts_wall_clock_time() -> None:
+    """Timing belongs in benchmarks/: an `assert` on a clock (or on a name assigned from one) fails
+    on a loaded machine. A clock used as a hang guard that raises is fine."""
+    found = []
+    for root, dirs, names in os.walk(TESTS_DIR):
+        dirs[:] = [d for d in dirs if d not in ("fixtures", "documents", "__pycache__")]
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            timed = {"seconds", "elapsed", "duration"}  # names that say what they hold
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign) and _reads_a_clock(node.value, set()):
+                    timed |= {t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in node.targets}
+            found += [f"{os.path.relpath(path, TESTS_DIR)}:{node.lineno}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Assert) and _reads_a_clock(node.test, timed)]
+    assert found == []
+
+
+def test_slow_marker_selects_the_long_tests() -> None:
+    modules = ["test_stdlib_sweep.py", "test_release_table.py", "test_precommit.py", "test_property.py",
+               "test_packaging.py"]
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow", "--strict-markers",
+                             "-p", "no:cacheprovider", *modules], cwd=TESTS_DIR, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    selected = {os.path.basename(line.split("[")[0]) for line in result.stdout.splitlines() if "::" in line}
+    packaging = {f"test_packaging.py::{name}" for name in dir(__import__("test_packaging")) if name.startswith("test_")}
+    assert selected == {
+        "test_stdlib_sweep.py::test_stdlib_engine_sweep",
+        "test_stdlib_sweep.py::test_flake8_on_broken_stdlib_files",
+        "test_release_table.py::test_every_row_and_release_is_checked",
+        "test_release_table.py::test_no_unexpected_disagreements",
+        "test_release_table.py::test_accepted_deviations_are_still_real",
+        "test_release_table.py::test_skipped_checks_are_the_documented_set",
+        "test_precommit.py::test_check_hook_fails_on_a_deprecated_call",
+        "test_precommit.py::test_check_hook_passes_a_clean_file",
+        "test_precommit.py::test_fix_hook_rewrites_then_passes",
+        "test_precommit.py::test_hooks_cover_notebooks_and_documents",
+        "test_property.py::test_composed_programs_report_inside_the_file",
+    } | packaging
