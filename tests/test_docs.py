@@ -73,3 +73,17 @@ def test_lifecycle_rule_links_the_published_migration_guide() -> None:
     rule = next(r for r in all_rules() if r.code == "XLA101")
     assert ("see also the migration guide (https://github.com/flake8-xla/flake8-xla/blob/main/docs/"
             "api-lifecycle.md).\n") in docs.render_rule_for_terminal(rule)
+
+
+def test_pre_commit_page_names_this_release_s_tag() -> None:
+    """docs/pre-commit.md pins `rev: v<version>`; the release must create that tag (`git tag v0.1.0`)."""
+    import re
+
+    from flake8_xla import __version__
+
+    page = (ROOT / "docs" / "pre-commit.md").read_text(encoding="utf-8")
+    ours = re.findall(r"repo: https://github\.com/flake8-xla/flake8-xla\n\s+rev: (\S+)", page)
+    assert ours == [f"v{__version__}"] * 2
+    assert re.findall(r"additional_dependencies: \[flake8-xla==(\S+)\]", page) == [__version__]
+    assert f"Releases are tagged `v<version>`: `v{__version__}` is the tag of\nflake8-xla {__version__}" in page
+    assert "`rev: <commit sha>`" in page
