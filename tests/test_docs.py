@@ -63,7 +63,8 @@ def test_every_rule_page_reads_in_a_terminal() -> None:
     for rule in all_rules():
         text = docs.render_rule_for_terminal(rule)
         assert text.startswith(f"{rule.code}: {rule.name}\n{'=' * len(f'{rule.code}: {rule.name}')}\n\n"), rule.code
-        assert text.endswith(f"\nOnline: https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/{rule.code}.md\n")
+        url = f"https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/{rule.code}.md"
+        assert text.endswith(f"\nOnline: {url}\n")
         for raw in ("<!--", "-->", "](", "```", "<br>", "\n#"):
             assert raw not in text, (rule.code, raw)
         assert "\nWhat it does\n------------\n" in text and "\nFix safety\n----------\n" in text

@@ -154,8 +154,8 @@ def test_sarif_levels_match_github(sarif_validator) -> None:
                 Finding("d.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG))]
     log = json.loads(render_sarif(findings))
     assert_valid_sarif(sarif_validator, log)
-    assert [(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]] == [("E999", "error"),
-                                                                            ("XLA102", "warning")]
+    levels = [(r["ruleId"], r["level"]) for r in log["runs"][0]["results"]]
+    assert levels == [("E999", "error"), ("XLA102", "warning")]
 
 
 # --show-source and --color of the text format
