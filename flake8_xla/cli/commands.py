@@ -11,7 +11,7 @@ import sys
 from typing import List, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..cache import CACHE_DIR_NAME, ResultCache
+from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import FORMATS, ConfigError, PerFileIgnores, Settings, discover, load_file, merge, parse_per_file_ignores
 from ..engine import all_rules
 from ..docs import render_rule_for_terminal
@@ -21,7 +21,7 @@ from ..selection import CodeSelector
 from ..versions import forget_project_files, parse_version
 from .discovery import FileFinder
 from .errors import UsageError
-from .output import COLOR_CHOICES, emit, wants_color
+from .output import COLOR_CHOICES, display_name, emit, wants_color
 from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
 from .running import FileResult, Job, run_files
 from .summary import check_note, fix_summary, plural, settings_report, statistics
@@ -95,7 +95,8 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_cache_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help=f"where the result cache is kept (default: {CACHE_DIR_NAME} in the project directory)")
+                        help=f"where the result cache is kept (default: {CACHE_DIR_NAME} in the project root, "
+                             "else a directory in the user's cache)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +229,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     settings, selector, files, done = _prepare(args)
     if done is not None:
         return done
-    cache = None if args.no_cache else ResultCache(args.cache_dir or os.path.join(settings.base_dir, CACHE_DIR_NAME))
+    cache = None if args.no_cache else ResultCache(resolve_cache_dir(settings.base_dir, args.cache_dir))
     job = Job(settings, selector, unsafe=args.unsafe_fixes, cache=cache,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, add_noqa=args.add_noqa,
               show_source=args.show_source)
@@ -330,23 +331,22 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
-CACHE_MARKER = ".gitignore"  # every cache directory holds one written by ResultCache.save
+CACHE_FILES = (".gitignore", "CACHEDIR.TAG")  # what ResultCache puts beside its results-*.json
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    directory = args.cache_dir or os.path.join(_base_settings(args).base_dir, CACHE_DIR_NAME)
+    directory = resolve_cache_dir(_base_settings(args).base_dir, args.cache_dir)
     if not os.path.isdir(directory):
-        emit(f"flake8-xla: no result cache at {directory}\n", sys.stderr)
+        emit(f"flake8-xla: no result cache at {display_name(directory)}\n", sys.stderr)
         return 0
-    entries = os.listdir(directory)
-    ours = all(name == CACHE_MARKER or name.startswith(("results-", ".results-")) for name in entries)
-    if not ours:  # --cache-dir pointing at a directory of other things: never delete those
-        raise UsageError(f"{directory} holds files that are not flake8-xla's result cache; not removed")
+    ours = all(name in CACHE_FILES or name.startswith(("results-", ".results-")) for name in os.listdir(directory))
+    if not ours:  # --cache-dir naming a directory of other things: never delete those
+        raise UsageError(f"{display_name(directory)} holds files that are not flake8-xla's result cache; not removed")
     try:
         shutil.rmtree(directory)
     except OSError as exc:
-        raise UsageError(f"cannot remove {directory}: {exc.strerror or exc}") from None
-    emit(f"flake8-xla: removed the result cache {directory}\n", sys.stderr)
+        raise UsageError(f"cannot remove {display_name(directory)}: {exc.strerror or exc}") from None
+    emit(f"flake8-xla: removed the result cache {display_name(directory)}\n", sys.stderr)
     return 0
 
 

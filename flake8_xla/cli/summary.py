@@ -16,6 +16,8 @@ from .output import display_name
 from .reading import format_size
 from .running import FileResult
 
+PROJECT_MARKERS = (".git", ".hg", "pyproject.toml", "setup.cfg", "tox.ini", ".flake8", "requirements.txt")
+
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
@@ -65,9 +67,10 @@ def settings_report(settings: Settings, paths: Sequence[str], files: Sequence[st
         return ", ".join(values) if values else "(none)"
 
     lines = [f"config file: {settings.source or '(none: defaults)'}",
-             f"project root: {display_name(os.path.abspath(settings.base_dir))}"]
-    for (version, source), count in _targets(settings, paths, files, stdin_filename):
-        lines.append(f"target: torch_xla {version}, from {source} ({plural(count, 'file')})")
+             f"project root (excludes and per-file-ignores are relative to it): "
+             f"{display_name(os.path.abspath(settings.base_dir))}"]
+    for root, target, count in _targets(settings, paths, files, stdin_filename):
+        lines.append(f"target for {display_name(root)}: {target} ({plural(count, 'file')})")
     lines += [f"select: {listed(settings.select) if settings.select is not None else 'XLA (default)'}",
               f"extend-select: {listed(settings.extend_select)}",
               f"ignore: {listed(settings.ignore)}",
@@ -87,15 +90,26 @@ def settings_report(settings: Settings, paths: Sequence[str], files: Sequence[st
 
 
 def _targets(settings: Settings, paths: Sequence[str], files: Sequence[str],
-             stdin_filename: Optional[str]) -> List[Tuple[Tuple[str, str], int]]:
-    """How many files each resolved target applies to, in order of first appearance. Without
-    files, the target of each path given."""
-    counts: Dict[Tuple[str, str], int] = {}
+             stdin_filename: Optional[str]) -> List[Tuple[str, str, int]]:
+    """(project root, target and where it came from, number of files) for each project root met,
+    in order of first appearance. Without files, the target of each path given."""
+    found: Dict[Tuple[str, str], int] = {}
     for path in files or paths:
         name = (stdin_filename or "stdin") if path == "-" else path
-        target = infer_target(name, settings.target_version, api_table().latest)
-        key = (str(target.version), target.source)
-        counts[key] = counts.get(key, 0) + 1
-    if not files:
-        counts = dict.fromkeys(counts, 0)
-    return list(counts.items())
+        target = infer_target(name, settings.target_version, api_table().latest, settings.target_origin)
+        key = (project_root(name), f"torch_xla {target.version}, from {target.origin or target.source}")
+        found[key] = found.get(key, 0) + (1 if files else 0)
+    return [(root, target, count) for (root, target), count in found.items()]
+
+
+def project_root(path: str) -> str:
+    """The nearest directory at or above ``path``'s that marks a project (where the target is read
+    from), else the working directory."""
+    directory = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
+    while True:
+        if any(os.path.exists(os.path.join(directory, marker)) for marker in PROJECT_MARKERS):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return os.getcwd()
+        directory = parent
