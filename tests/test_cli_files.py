@@ -52,10 +52,11 @@ def test_a_fifo_in_a_tree_is_skipped_and_one_named_is_e902(project) -> None:
         assert result.returncode == 1
         if command == "check":
             assert result.stdout.decode() == f"a.py:3:1: {MESSAGE}\n"
-            assert "flake8-xla: note: x.py: skipped: not a regular file (a named pipe (FIFO))\n" in result.stderr.decode()
+            note = "flake8-xla: note: x.py: skipped: not a regular file (a named pipe (FIFO))\n"
+            assert note in result.stderr.decode()
     result = run_cli(project, "check", "--no-cache", "x.py")
-    assert (result.returncode, result.stdout.decode()) == (1, "x.py:1:1: E902 not a regular file (a named pipe (FIFO)); "
-                                                              "not read\n")
+    assert (result.returncode, result.stdout.decode()) == (
+        1, "x.py:1:1: E902 not a regular file (a named pipe (FIFO)); not read\n")
     result = run_cli(project, "fix", "x.py")
     assert result.returncode == 1 and "x.py:1:1: E902 not a regular file" in result.stdout.decode()
 
