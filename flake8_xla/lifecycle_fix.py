@@ -12,6 +12,7 @@ import re
 from typing import List, Optional, Tuple
 
 from .fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from . import syntax
 from .lines import LineModel
 from .lifecycle import ApiRow, api_table
 from .lifecycle_match import LifecycleUse
@@ -88,7 +89,7 @@ def _compares_with_replacement(node: ast.AST, dest: str, site: FixSite) -> bool:
     # a compound statement's header only (an `if` test, a `with` item), not its body
     header = [getattr(statement, f) for f in statement._fields if f not in ("body", "orelse", "finalbody", "handlers")]
     nodes = [n for part in header for item in (part if isinstance(part, list) else [part])
-             if isinstance(item, ast.AST) for n in ast.walk(item)]
+             if isinstance(item, ast.AST) for n in syntax.walk([item])]
     qualnames = site.qualnames
     return any(qualnames.get(id(n)) == dest for n in nodes if n is not node)
 

@@ -41,6 +41,42 @@ def walk(roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]
     return out
 
 
+def parents(tree: ast.AST) -> Dict[int, ast.AST]:
+    """id(node) -> its syntactic parent, for every node below ``tree``."""
+    out: Dict[int, ast.AST] = {}
+    stack = [tree]
+    push = stack.append
+    while stack:
+        node = stack.pop()
+        for field in _FIELDS.get(type(node)) or _fields(type(node)):
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        out[id(item)] = node
+                        push(item)
+            elif isinstance(value, ast.AST):
+                out[id(value)] = node
+                push(value)
+    return out
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody")
+
+
+def statement_positions(tree: ast.AST) -> Dict[int, Tuple[int, int]]:
+    """id(statement) -> (id of the statement list holding it, its index there)."""
+    out: Dict[int, Tuple[int, int]] = {}
+    for node in walk([tree], (ast.expr,)):
+        for field in _BLOCK_FIELDS:
+            block = getattr(node, field, None)
+            if type(block) is list and block and isinstance(block[0], ast.stmt):
+                key = id(block)
+                for index, stmt in enumerate(block):
+                    out[id(stmt)] = (key, index)
+    return out
+
+
 class NodeIndex:
     """Nodes by type, and the scope of a node (its innermost def, lambda or class body)."""
 

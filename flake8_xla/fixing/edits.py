@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 from dataclasses import dataclass
 from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
@@ -42,15 +43,25 @@ def apply_edits(source: str, edits: Sequence[Edit]) -> str:
 
 
 def choose(fixes: Sequence[Fix]) -> List[Fix]:
-    """Non-overlapping fixes, earliest first (the rest wait for the next pass)."""
+    """Non-overlapping fixes, earliest first (the rest wait for the next pass). Edits may touch; an
+    insertion may not sit at the start of another edit (their order would be a guess)."""
     chosen: List[Fix] = []
-    taken: List[Tuple[int, int]] = []
+    taken: List[Tuple[int, int]] = []  # sorted; non-overlapping, so their ends ascend too
     for fix in sorted(fixes, key=lambda f: f.span()):
-        if all(e.end <= s or e.start >= t for e in fix.edits for s, t in taken) and not any(
-                e.start == e.end == s for e in fix.edits for s, _ in taken):
+        if all(_free(taken, e.start, e.end) for e in fix.edits):
             chosen.append(fix)
-            taken.extend((e.start, e.end) for e in fix.edits)
+            for e in fix.edits:
+                bisect.insort(taken, (e.start, e.end))
     return chosen
+
+
+def _free(taken: List[Tuple[int, int]], start: int, end: int) -> bool:
+    index = bisect.bisect_right(taken, (start, float("inf")))
+    if index:
+        before_start, before_end = taken[index - 1]
+        if start < before_end or (start == end == before_start):
+            return False
+    return index == len(taken) or end <= taken[index][0]
 
 
 _BLOCKS = ("body", "orelse", "finalbody")

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from .. import syntax
 from ..lines import LineModel
 from .edits import Fix, apply_edits, choose, has_comment, removal_edits
 from .imports import Importer
@@ -55,7 +56,7 @@ FixBuilder = Callable[[FixSite], Optional[Fix]]
 
 
 def parents_of(tree: ast.AST) -> Dict[int, ast.AST]:
-    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    return syntax.parents(tree)
 
 
 # --- imports that a fix left unused --------------------------------------------------------------
@@ -63,7 +64,7 @@ def parents_of(tree: ast.AST) -> Dict[int, ast.AST]:
 def _import_bindings(tree: ast.AST) -> List[Tuple[ast.stmt, ast.alias, str]]:
     """(statement, alias, bound name) of every aliased or from-import of a torch_xla module."""
     out = []
-    for node in ast.walk(tree):
+    for node in syntax.walk([tree]):
         if type(node) is ast.Import:
             out.extend((node, a, a.asname) for a in node.names if a.asname and a.name.startswith("torch_xla"))
         elif type(node) is ast.ImportFrom and (node.module or "").startswith("torch_xla") and not node.level:
@@ -73,7 +74,7 @@ def _import_bindings(tree: ast.AST) -> List[Tuple[ast.stmt, ast.alias, str]]:
 
 def _loaded_names(tree: ast.AST) -> Counter:
     used: Counter = Counter()
-    for node in ast.walk(tree):
+    for node in syntax.walk([tree]):
         if type(node) is ast.Name:
             used[node.id] += 1
         elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
@@ -81,24 +82,33 @@ def _loaded_names(tree: ast.AST) -> Counter:
     return used
 
 
-def remove_newly_unused(before: ast.AST, source: str) -> str:
-    """Remove torch_xla imports that were used in ``before`` and are unused in ``source``; an import
-    carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays."""
-    used_before = _loaded_names(before)
+def _parse(source: str) -> Optional[ast.Module]:
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return source
+        return None
+
+
+def remove_newly_unused(before: ast.AST, source: str, tree: Optional[ast.Module] = None
+                        ) -> Tuple[str, Optional[ast.Module]]:
+    """Remove torch_xla imports that were used in ``before`` and are unused in ``source`` (parsed:
+    ``tree``); an import carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays.
+    Returns the source and its tree (None when it does not parse)."""
+    tree = _parse(source) if tree is None else tree
+    if tree is None:
+        return source, None
+    used_before = _loaded_names(before)
     used_now = _loaded_names(tree)
     lines = LineModel(source)
     doomed: Dict[int, Tuple[ast.stmt, List[ast.alias]]] = {}
     for stmt, alias, name in _import_bindings(tree):
         if used_before[name] and not used_now[name] and not has_comment(lines, stmt):
             doomed.setdefault(id(stmt), (stmt, []))[1].append(alias)
-    if not doomed:
-        return source
-    edits = removal_edits(lines, list(doomed.values()), parents_of(tree))
-    return source if edits is None else apply_edits(source, edits)
+    edits = removal_edits(lines, list(doomed.values()), parents_of(tree)) if doomed else None
+    if not edits:
+        return source, tree
+    new = apply_edits(source, edits)
+    return new, _parse(new)
 
 
 # --- the loop ------------------------------------------------------------------------------------
@@ -115,18 +125,15 @@ class FixOutcome:
 Candidate = Tuple[str, Fix]  # (code, fix)
 
 
-def _apply(site: FixSite, source: str, tree: ast.Module, fixes: Sequence[Fix]) -> Optional[str]:
-    """The source with ``fixes`` and their imports applied, or None when it would not parse."""
+def _apply(site: FixSite, source: str, tree: ast.Module, fixes: Sequence[Fix]
+           ) -> Optional[Tuple[str, ast.Module]]:
+    """The source with ``fixes`` and their imports applied, and its tree; None when it would not parse."""
     edits = [e for fix in fixes for e in fix.edits]
     planned = [p for fix in fixes for p in fix.imports]
     if planned:
         edits += site.importer.import_edits(planned)
-    new = remove_newly_unused(tree, apply_edits(source, edits))
-    try:
-        ast.parse(new)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return new
+    new, new_tree = remove_newly_unused(tree, apply_edits(source, edits))
+    return None if new_tree is None else (new, new_tree)
 
 
 def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tuple[FixSite, Sequence[Candidate]]]
@@ -135,19 +142,19 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
     outcome = FixOutcome(source)
     declined: Set[Tuple] = set()
     broken: List[str] = []
+    tree = ast.parse(source)
     for _ in range(MAX_PASSES * 2):
         if outcome.passes >= MAX_PASSES:
             broken.insert(0, f"still changing after {MAX_PASSES} passes; stopped")
             break
         current = outcome.source
-        tree = ast.parse(current)
         site, built = candidates_for(current, tree)
         built = [(code, fix) for code, fix in built if fix.identity(current) not in declined]
         chosen = choose([fix for _, fix in built])
         if not chosen:
             break
-        new = _apply(site, current, tree, chosen)
-        if new is None:
+        applied = _apply(site, current, tree, chosen)
+        if applied is None:
             # decline what breaks the code alone; if each is fine alone, take only the first this pass
             bad = [fix for fix in chosen if _apply(site, current, tree, [fix]) is None]
             for fix in bad:
@@ -157,11 +164,11 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
             if bad:
                 continue
             chosen = chosen[:1]
-            new = _apply(site, current, tree, chosen)
-            if new is None:  # cannot happen: it was fine alone
+            applied = _apply(site, current, tree, chosen)
+            if applied is None:  # cannot happen: it was fine alone
                 break
         chosen_ids = {id(f) for f in chosen}
-        outcome.source = new
+        outcome.source, tree = applied
         outcome.passes += 1
         outcome.fixed.update(code for code, fix in built if id(fix) in chosen_ids)
         outcome.notes.extend(fix.note for fix in chosen if fix.note and fix.note not in outcome.notes)

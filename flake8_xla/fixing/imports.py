@@ -14,6 +14,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..lines import LineModel, line_ending
 from ..semantic import Reference, Scope
+from ..syntax import statement_positions
 from .edits import Edit, alone_on_its_lines
 
 # conventional aliases for modules a fix imports (used only when the name appears nowhere in the file)
@@ -67,14 +68,7 @@ class Importer:
     @functools.cached_property
     def positions(self) -> Dict[int, Tuple[int, int]]:
         """id(statement) -> (id of its statement list, index in it)."""
-        out: Dict[int, Tuple[int, int]] = {}
-        for node in ast.walk(self.tree):
-            for name in ("body", "orelse", "finalbody"):
-                block = getattr(node, name, None)
-                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                    for index, stmt in enumerate(block):
-                        out[id(stmt)] = (id(block), index)
-        return out
+        return statement_positions(self.tree)
 
     @functools.cached_property
     def bindings(self) -> Dict[str, List[_Binding]]:
