@@ -54,7 +54,8 @@ def check_target(value: object, where: str, known: Sequence[Version], warn: Opti
     """
     if not isinstance(value, str):
         hint = " (TOML reads an unquoted 2.10 as 2.1)" if isinstance(value, float) else ""
-        shown = f"the number {value!r}" if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        shown = f"the number {value!r}" if number else repr(value)
         raise ValueError(f'{where} must be a quoted string such as "2.10", not {shown}{hint}')
     try:
         version = parse_version(value)

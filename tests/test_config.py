@@ -66,7 +66,8 @@ def test_a_tool_key_that_is_not_a_table_is_an_error(tmp_path) -> None:
 def test_ini_per_file_ignores_without_codes_is_an_error(tmp_path, name, section) -> None:
     path = tmp_path / name
     path.write_text(f"[{section}]\nper-file-ignores = a.py\n")
-    assert _error(path) == f"{path} [{section}]: per-file-ignores: 'a.py' is not GLOB:CODES (e.g. \"tests/*.py:XLA101\")"
+    assert _error(path) == \
+        f"{path} [{section}]: per-file-ignores: 'a.py' is not GLOB:CODES (e.g. \"tests/*.py:XLA101\")"
 
 
 def test_ini_target_version_text_is_kept_as_written(tmp_path) -> None:
