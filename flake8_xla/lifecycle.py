@@ -91,15 +91,18 @@ class ApiRow:
             return "deprecated"
         return None
 
-    def advice(self) -> str:
+    def advice(self, target: Optional[Version] = None) -> str:
+        """What to use instead; the companion is named only where the target has no upstream
+        replacement (with no target: always, as the migration guide does)."""
         if self.replacement:
             since = f" ({self.replacement_since}+)" if self.replacement_since else ""
             text = f"use {self.replacement}{since}"
             text = f"{text}; {self.instead}" if self.instead else text
         else:
             text = self.instead or "no replacement"
-        # the companion works on every supported release, so it is named even next to upstream's
-        return f"{text}; companion: {self.companion}()" if self.companion else text
+        upstream = self.replacement is not None and target is not None and (
+            self.replacement_since is None or target >= self.replacement_since)
+        return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
 
 
 @dataclass(frozen=True)

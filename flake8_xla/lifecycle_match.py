@@ -22,6 +22,7 @@ class LifecycleUse(NamedTuple):
     api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
     value: Optional[str] = None  # the value an environment variable is set to
     ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
+    target: Optional[Version] = None  # the release the use was judged against
 
 
 _ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}
@@ -36,7 +37,7 @@ def match_lifecycle(model: SemanticModel, table: ApiTable, target: Version) -> L
             uses.extend(_api_uses(ref, table, target, reported_statements))
         elif qualname in _ENV_SETTERS and not ref.guard & COMPAT:
             uses.extend(_env_uses(ref, model, table, target))
-    return uses
+    return [use._replace(target=target) for use in uses]
 
 
 def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -> Iterator[LifecycleUse]:

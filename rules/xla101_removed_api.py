@@ -51,7 +51,7 @@ class RemovedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             expect=((3, 9, "xm.xrt_world_size() was removed in torch_xla 2.7; "
-                           "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
+                           "use torch_xla.runtime.world_size() (2.1+)"),),
             fixed=("import torch_xla.runtime as xr\n"
                    "\n"
                    "world = xr.world_size()\n"),
@@ -60,9 +60,9 @@ class RemovedApi(LifecycleRule):
             "from torch_xla.core.xla_model import get_ordinal\n\nrank = get_ordinal()\n",
             expect=(
                 (1, 38, "torch_xla.core.xla_model.get_ordinal was removed in torch_xla 2.7; "
-                        "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()"),
+                        "use torch_xla.runtime.global_ordinal() (2.1+)"),
                 (3, 8, "get_ordinal() was removed in torch_xla 2.7; "
-                       "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()"),
+                       "use torch_xla.runtime.global_ordinal() (2.1+)"),
             ),
             title="the import line itself fails",
             fixed=("import torch_xla.runtime as xr\n"
@@ -78,4 +78,4 @@ class RemovedApi(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice()}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice(use.target)}"

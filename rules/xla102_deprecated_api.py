@@ -40,10 +40,8 @@ class DeprecatedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\nxm.mark_step()\n",
             expect=(
-                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+); "
-                        "companion: xla_compat.device()"),
-                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
-                       "companion: xla_compat.sync()"),
+                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)"),
+                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"),
             ),
             fixed=("import torch_xla\n"
                    "\n"
@@ -53,7 +51,7 @@ class DeprecatedApi(LifecycleRule):
         Example(
             "import torch_xla\n\ntorch_xla.core.xla_model.mark_step()\n",
             expect=((3, 1, "torch_xla.core.xla_model.mark_step() is deprecated since torch_xla 2.8; "
-                           "use torch_xla.sync() (2.4+); companion: xla_compat.sync()"),),
+                           "use torch_xla.sync() (2.4+)"),),
             title="the full dotted path",
             fixed=("import torch_xla\n"
                    "\n"
@@ -63,7 +61,7 @@ class DeprecatedApi(LifecycleRule):
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             target="2.6",
             expect=((3, 9, "xm.xrt_world_size() is deprecated since torch_xla 2.5 (removed in 2.7); "
-                           "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()"),),
+                           "use torch_xla.runtime.world_size() (2.1+)"),),
             title="deprecated on the target, removed later",
             fixed=("import torch_xla.runtime as xr\n"
                    "\n"
@@ -72,4 +70,4 @@ class DeprecatedApi(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice()}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice(use.target)}"

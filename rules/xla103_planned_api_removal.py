@@ -54,7 +54,7 @@ class PlannedApiRemoval(LifecycleRule):
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal()\n",
             expect=((3, 8, "xm.get_local_ordinal() is planned for deprecation by the PyTorch/XLA "
                            "usability plan (no warning as of torch_xla 2.9); "
-                           "use torch_xla.runtime.local_ordinal() (2.1+); companion: xla_compat.local_ordinal()"),),
+                           "use torch_xla.runtime.local_ordinal() (2.1+)"),),
             fixed=("import torch_xla.runtime as xr\n"
                    "\n"
                    "rank = xr.local_ordinal()\n"),
@@ -63,8 +63,7 @@ class PlannedApiRemoval(LifecycleRule):
             "import functools\nimport torch_xla.core.xla_model as xm\n\n"
             "barrier = functools.partial(xm.rendezvous, 'init')\n",
             expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
-                            "(no warning as of torch_xla 2.9); use torch.distributed.barrier(); "
-                            "companion: xla_compat.rendezvous()"),),
+                            "(no warning as of torch_xla 2.9); use torch.distributed.barrier()"),),
             title="a reference without a call",
             fixed=("import functools\n"
                    "import xla_compat\n"
@@ -87,4 +86,4 @@ class PlannedApiRemoval(LifecycleRule):
     def message(self, use: LifecycleUse) -> str:
         phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
         return (f"{use.api} {phrase} by the PyTorch/XLA usability plan "
-                f"(no warning as of torch_xla {api_table().latest}); {use.row.advice()}")
+                f"(no warning as of torch_xla {api_table().latest}); {use.row.advice(use.target)}")

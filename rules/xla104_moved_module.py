@@ -44,7 +44,7 @@ class MovedModule(LifecycleRule):
         Example(
             "import torch_xla.experimental.xla_sharding as xs\n\nmesh = xs.Mesh(ids, shape)\n",
             expect=((1, 8, "torch_xla.experimental.xla_sharding was removed in torch_xla 2.5; "
-                           "use torch_xla.distributed.spmd (2.2+); companion: xla_compat.spmd()"),),
+                           "use torch_xla.distributed.spmd (2.2+)"),),
             fixed=("import torch_xla.distributed.spmd as xs\n"
                    "\n"
                    "mesh = xs.Mesh(ids, shape)\n"),
@@ -66,4 +66,4 @@ class MovedModule(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice()}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice(use.target)}"

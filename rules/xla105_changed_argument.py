@@ -79,8 +79,7 @@ class ChangedArgument(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal(defval=0)\n",
             expect=((3, 29, "xm.get_local_ordinal(): the `defval` argument fails since torch_xla 2.5 "
-                            "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments; "
-                            "companion: xla_compat.local_ordinal()"),),
+                            "(TypeError); use torch_xla.runtime.local_ordinal() (2.1+); call it without arguments"),),
             fixed=("import torch_xla.core.xla_model as xm\n"
                    "\n"
                    "rank = xm.get_local_ordinal()\n"),
@@ -94,4 +93,4 @@ class ChangedArgument(LifecycleRule):
             status = f"fails since torch_xla {row.removed_in} ({row.effect})"
         else:
             status = removal_phrase(row, use.state)
-        return f"{use.api}: {row.argument.label} {status}; {row.advice()}"
+        return f"{use.api}: {row.argument.label} {status}; {row.advice(use.target)}"

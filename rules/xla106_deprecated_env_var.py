@@ -62,4 +62,4 @@ class DeprecatedEnvVar(LifecycleRule):
             status = f"is {row.effect} since torch_xla {row.removed_in}"
         else:
             status = removal_phrase(row, use.state)
-        return f"environment variable {name} {status}; {row.advice()}"
+        return f"environment variable {name} {status}; {row.advice(use.target)}"

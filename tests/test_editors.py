@@ -23,12 +23,11 @@ import threading
 import time
 
 IMPORT = "import torch_xla.core.xla_model as xm\n"
-MARK_STEP_TEXT = ("xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
-                  "companion: xla_compat.sync()")
+MARK_STEP_TEXT = ("xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)")
 GET_ORDINAL_REMOVED = ("xm.get_ordinal() was removed in torch_xla 2.7; use torch_xla.runtime.global_ordinal() "
-                       "(2.1+); companion: xla_compat.global_ordinal()")
+                       "(2.1+)")
 GET_ORDINAL_DEPRECATED = ("xm.get_ordinal() is deprecated since torch_xla 2.5 (removed in 2.7); "
-                          "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()")
+                          "use torch_xla.runtime.global_ordinal() (2.1+)")
 
 # ---------------------------------------------------------------------------------------------
 # VS Code flake8 extension

@@ -353,3 +353,13 @@ def test_a_test_comparing_the_old_api_with_its_replacement_is_left_alone() -> No
             n = xm.get_local_ordinal()
         """)
     assert fixed(source, unsafe=True) == source.replace("n = xm.get_local_ordinal()", "n = xr.local_ordinal()")
+
+
+def test_the_companion_is_named_only_where_the_target_lacks_upstream_replacement() -> None:
+    from flake8_xla.engine import lint_source
+
+    source = "import torch_xla.core.xla_model as xm\nxm.set_rng_state(7)\n"
+    [old] = lint_source(source, target="2.4")
+    [new] = lint_source(source, target="2.9")
+    assert old.message.endswith("use torch_xla.manual_seed() (2.5+); companion: xla_compat.manual_seed()")
+    assert new.message.endswith("use torch_xla.manual_seed() (2.5+)")
