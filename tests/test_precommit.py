@@ -23,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MARK_STEP = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
 MARK_STEP_LINE = ("a.py:2:1: XLA102 [*] xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() "
-                  "(2.4+); companion: xla_compat.sync()")
+                  "(2.4+)")
 FIXED = "import torch_xla\ntorch_xla.sync()\n"
 GIT = ("git", "-c", "user.email=tests@flake8-xla.invalid", "-c", "user.name=flake8-xla tests",
        "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main")
