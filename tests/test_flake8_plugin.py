@@ -7,8 +7,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARK_STEP = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
-MARK_STEP_MSG = ("XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
-                 "companion: xla_compat.sync()")
+MARK_STEP_MSG = "XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
 LOADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\nloader = DataLoader(train_set, batch_size=64)\n"
 LOADER_MSG = ("XLA901 DataLoader(...) without drop_last=True yields a smaller last batch when the dataset size is not "
               "a multiple of batch_size: a new input shape that XLA compiles as a separate graph; pass drop_last=True, "
@@ -26,9 +25,9 @@ def test_bundled_example_output_is_exact() -> None:
     lines = result.stdout.splitlines()
     assert len(lines) == 21
     assert lines[0] == ("examples/train_old_api.py:12:8: XLA104 torch_xla.experimental.xla_sharding was removed "
-                        "in torch_xla 2.5; use torch_xla.distributed.spmd (2.2+); companion: xla_compat.spmd()")
+                        "in torch_xla 2.5; use torch_xla.distributed.spmd (2.2+)")
     assert ("examples/train_old_api.py:22:18: XLA101 xm.xrt_world_size() was removed in torch_xla 2.7; "
-            "use torch_xla.runtime.world_size() (2.1+); companion: xla_compat.world_size()") in lines
+            "use torch_xla.runtime.world_size() (2.1+)") in lines
     codes = sorted(line.split(": ", 1)[1].split()[0] for line in lines)
     assert codes == (["XLA101"] * 2 + ["XLA102"] * 2 + ["XLA103"] * 8 + ["XLA104"] * 2 + ["XLA105"] * 3
                      + ["XLA106"] * 2 + ["XLA202", "XLA205"])  # FSDP: optimizer_step reduces twice, rank-0-only save
@@ -87,7 +86,7 @@ def test_target_inferred_from_requirements(tmp_path) -> None:
     (tmp_path / "a.py").write_text(MARK_STEP + "xm.get_ordinal()\n")
     result = flake8("a.py", cwd=tmp_path)
     assert result.stdout == ("a.py:3:1: XLA102 xm.get_ordinal() is deprecated since torch_xla 2.5 (removed in 2.7); "
-                             "use torch_xla.runtime.global_ordinal() (2.1+); companion: xla_compat.global_ordinal()\n")
+                             "use torch_xla.runtime.global_ordinal() (2.1+)\n")
 
 
 def test_bad_target_version_is_a_usage_error(tmp_path) -> None:

