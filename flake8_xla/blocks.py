@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .documents import Block, Document, DocumentError, rewrite
@@ -129,6 +129,7 @@ class DocumentFix:
     text: str  # the document after the fixes (the original text when nothing changed)
     fixed: Counter  # fixes applied, by code
     error: Optional[str] = None  # a fix pass that was dropped (see FixOutcome.error)
+    notes: List[str] = field(default_factory=list)  # what the applied fixes still ask of the user
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],
@@ -138,6 +139,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
     old = {block.index: block.source for block in document.blocks}
     changed: Dict[int, str] = {}
     fixed: Counter = Counter()
+    notes: List[str] = []
     error = None
     for program in programs(document, text):
         if not might_match(program.source):
@@ -150,6 +152,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
         if blocks is None:
             raise DocumentError("a fix moved code across blocks")
         fixed += outcome.fixed
+        notes.extend(note for note in outcome.notes if note not in notes)
         changed.update({index: source for index, source in blocks.items()
                         if source.rstrip("\n") != old[index].rstrip("\n")})
     for index, source in changed.items():  # a fix may not leave a block that does not parse alone
@@ -157,7 +160,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             ast.parse(source)
         except SyntaxError as exc:
             raise DocumentError(f"a fix would leave block {index + 1} unparsable: {exc.msg}") from None
-    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error)
+    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error, notes)
 
 
 __all__ = ["SEPARATE_BLOCKS", "DocumentFix", "Located", "Program", "fix_document", "lint_document", "programs"]

@@ -363,3 +363,11 @@ def test_the_companion_is_named_only_where_the_target_lacks_upstream_replacement
     [new] = lint_source(source, target="2.9")
     assert old.message.endswith("use torch_xla.manual_seed() (2.5+); companion: xla_compat.manual_seed()")
     assert new.message.endswith("use torch_xla.manual_seed() (2.5+)")
+
+
+def test_a_document_fix_reports_the_companion_set_up() -> None:
+    text = "```python\nimport torch_xla.core.xla_model as xm\nxm.rendezvous('init')\n```\n"
+    result = fix_document(read_document("guide.md", text), text, target(), lambda code: True, unsafe=True)
+    assert result.text == "```python\nimport xla_compat\nxla_compat.rendezvous('init')\n```\n"
+    assert result.notes == ["xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group("
+                            "'xla', init_method='xla://') (or 'gloo') in every worker before it"]
