@@ -244,6 +244,8 @@ def test_fix_summary_says_what_a_companion_needs(project, capsys) -> None:
 
         xm.rendezvous("ready")
         """))
-    code, _, err = run(capsys, "fix", "--unsafe-fixes", "b.py")
-    assert "flake8-xla: b.py: note: xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group(" \
-        in err
+    (project / "guide.md").write_text("```python\n" + (project / "b.py").read_text() + "```\n")
+    code, _, err = run(capsys, "fix", "--unsafe-fixes", "b.py", "guide.md")
+    for name in ("b.py", "guide.md"):
+        assert f"flake8-xla: {name}: note: xla_compat.rendezvous() needs set-up: call " \
+               "torch.distributed.init_process_group(" in err

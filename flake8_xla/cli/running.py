@@ -254,7 +254,10 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
             result.error = f"not fixed: {exc}"
         else:
             result.error = fixed.error
-            if fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result):
+            written = fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result)
+            if written or (job.diff and result.diff):
+                result.fix_notes = list(fixed.notes)
+            if written:
                 text, document = fixed.text, read_document(name, fixed.text)
     where = "cell" if document.kind == "notebook" else "line"
     result.notes = [f"{display}: {where} {at}: not linted: {reason}" if at else f"{display}: not linted: {reason}"
