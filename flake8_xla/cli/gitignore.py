@@ -132,8 +132,8 @@ class GitIgnore:
         if not chain:
             return None
         found = None
-        for directory, rules in chain:
-            relative = os.path.relpath(absolute, directory).replace(os.sep, "/")
+        for directory, rules in chain:  # every directory of the chain is above the path
+            relative = absolute[len(directory.rstrip(os.sep)) + 1:].replace(os.sep, "/")
             for rule in rules:
                 if rule.matches(relative, is_dir):
                     found = rule
