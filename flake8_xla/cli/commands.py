@@ -21,7 +21,7 @@ from ..selection import CodeSelector
 from ..versions import forget_project_files, parse_version
 from .discovery import FileFinder
 from .errors import UsageError
-from .output import COLOR_CHOICES, display_name, emit, wants_color
+from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
 from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
 from .running import FileResult, Job, run_files
 from .summary import check_note, fix_summary, plural, settings_report, statistics
@@ -217,9 +217,10 @@ def _check_output_file(path: Optional[str]) -> None:
         return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise UsageError(f"--output-file: {path}: no such directory {os.path.dirname(path) or directory}")
+        raise UsageError(f"--output-file: {printable(path)}: no such directory: "
+                         f"{printable(os.path.dirname(path) or directory)}")
     if os.path.isdir(path):
-        raise UsageError(f"--output-file: {path} is a directory")
+        raise UsageError(f"--output-file: {printable(path)} is a directory")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -252,7 +253,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             with open(args.output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
                 out.write(report)
         except OSError as exc:
-            raise UsageError(f"--output-file: cannot write {args.output_file}: {exc.strerror or exc}") from None
+            raise UsageError(f"--output-file: cannot write {printable(args.output_file)}: {exc.strerror or exc}") \
+                from None
     else:
         emit(report, sys.stdout)
     if args.statistics:
