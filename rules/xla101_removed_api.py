@@ -23,8 +23,8 @@ class RemovedApi(LifecycleRule):
         "Where the replacement is a rename with the same meaning (for example "
         "`xm.get_ordinal()` -> `torch_xla.runtime.global_ordinal()`) the fix is safe; arguments "
         "with no equivalent (`xm.xla_device(n, devkind)`) leave the call to a human. On a target "
-        "older than the replacement the fix uses the companion (`xla_compat.*`). APIs without a "
-        "replacement have no fix."
+        "older than the replacement the fix uses the companion (`xla_compat.*`), which adds a "
+        "dependency on it, so that fix is unsafe. APIs without a replacement have no fix."
     )
     valid = (
         Example("import torch_xla.runtime as xr\n\nworld = xr.world_size()\n", title="the replacement"),

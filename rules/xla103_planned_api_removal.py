@@ -31,12 +31,13 @@ class PlannedApiRemoval(LifecycleRule):
     fix_safety = (
         "Renames with the same meaning (`xm.get_local_ordinal()` -> "
         "`torch_xla.runtime.local_ordinal()`, `xm.set_rng_state()` -> `torch_xla.manual_seed()`) "
-        "are safe, and so are the companions with upstream's parameters and behaviour "
-        "(`xla_compat.add_step_closure`, `get_rng_state`, `RateTracker`). Unsafe: `xmp.spawn` -> "
-        "`torch_xla.launch` (no `nprocs`/`join`/`daemon`), and `xm.save`/`rendezvous`/`mesh_reduce`/"
-        "`do_on_ordinals`/`optimizer_step`/`reduce_gradients` -> `xla_compat.*`, which need a "
-        "torch.distributed process group with several processes (and `save` takes a path, not a "
-        "file object). The others need a human."
+        "are safe. A rewrite to a companion (`xla_compat.*`) adds a dependency on it, so it is "
+        "unsafe even where the companion keeps upstream's parameters and behaviour "
+        "(`add_step_closure`, `get_rng_state`, `RateTracker`); `xm.save`/`rendezvous`/`mesh_reduce`/"
+        "`do_on_ordinals`/`optimizer_step`/`reduce_gradients` -> `xla_compat.*` also need a "
+        "torch.distributed process group with several processes (the fix summary says so; `save` "
+        "takes a path, not a file object). Unsafe too: `xmp.spawn` -> `torch_xla.launch` (no "
+        "`nprocs`/`join`/`daemon`). The others need a human."
     )
     valid = (
         Example("import torch_xla.runtime as xr\n\nrank = xr.local_ordinal()\n", title="the replacement"),

@@ -20,6 +20,8 @@ def test_row_is_complete(row) -> None:
     assert bool(row.companion) != bool(row.companion_note), "name the companion replacement or say why there is none"
     if row.companion:
         assert row.companion.startswith("xla_compat.")
+    if row.fix.to == "companion":
+        assert row.fix.safety == "unsafe", "a rewrite to xla_compat adds a dependency: never safe"
     if row.kind == "env_var":
         assert row.env is not None and not row.names
     else:

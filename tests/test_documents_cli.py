@@ -127,7 +127,7 @@ def test_markdown_fix_stays_inside_the_blocks(tmp_path: pathlib.Path) -> None:
     shutil.copy(DOCUMENTS / "fsdpv2_guide.md", page)
     original = page.read_text(encoding="utf-8").splitlines(True)
     result = run("fix", "--isolated", "--target-version", "2.9", "guide.md", cwd=tmp_path)
-    assert "Fixed 3 issues in 1 file (XLA105 x3); 1 need a human" in result.stderr  # XLA216: use_spmd()
+    assert "Fixed 3 issues in 1 file (XLA105 x3); 1 needs a human" in result.stderr  # XLA216: use_spmd()
     fixed = page.read_text(encoding="utf-8").splitlines(True)
     changed = [(i + 1, a, b) for i, (a, b) in enumerate(zip(original, fixed)) if a != b]
     assert len(original) == len(fixed)

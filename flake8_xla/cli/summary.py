@@ -50,10 +50,16 @@ def fix_summary(results: Sequence[FileResult], diff: bool) -> str:
     summary = f"{'Would fix' if diff else 'Fixed'} {plural(total, 'issue')} in {plural(changed, 'file')}"
     if fixed:
         summary += " (" + ", ".join(f"{code} x{n}" for code, n in sorted(fixed.items())) + ")"
-    needs_human = [f for f in remaining if not f.fixable] if not diff else []
-    if needs_human:
-        summary += f"; {len(needs_human)} need a human (listed above)"
+    # three groups that never overlap: no fix at all, only an unsafe fix (not asked for), and a
+    # safe fix that was declined (its reason is printed after the summary)
     unsafe = sum(r.unsafe_available for r in results)
+    if not diff:
+        needs_human = sum(1 for f in remaining if not f.fixable) - unsafe
+        if needs_human:
+            summary += f"; {needs_human} {'needs' if needs_human == 1 else 'need'} a human (listed above)"
+        declined = sum(1 for f in remaining if f.fixable)
+        if declined:
+            summary += f"; {declined} not applied (the reason follows)"
     if unsafe:
         summary += f"; {unsafe} more fixable with --unsafe-fixes"
     return summary + "."
