@@ -8,7 +8,8 @@ from typing import Iterator, List, Optional, Tuple
 from . import __version__
 from .engine import all_rules, lint, lint_fixable, might_match
 from .lifecycle import api_table
-from .versions import forget_project_files, infer_target, parse_version
+from .config import known_releases
+from .versions import check_target, forget_project_files, infer_target
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it (unless
@@ -76,8 +77,8 @@ class XlaChecker:
     @classmethod
     def parse_options(cls, options) -> None:
         value = getattr(options, "xla_target_version", None)
-        if value:
-            parse_version(value)  # a bad value is a usage error: fail at start-up, not per file
+        if value:  # a bad value is a usage error: fail at start-up, not per file; warn for an unknown release
+            check_target(value, "--xla-target-version", known_releases())
         cls.target_version = value or None
         cls.assume_xla = bool(getattr(options, "xla_assume_torch_xla", False))
         # parse_options runs before flake8 forks its workers (and again in each spawned worker)

@@ -250,3 +250,11 @@ def test_fix_summary_says_what_a_companion_needs(project, capsys) -> None:
     for name in ("b.py", "guide.md"):
         assert f"flake8-xla: {name}: note: xla_compat.rendezvous() needs set-up: call " \
                "torch.distributed.init_process_group(" in err
+
+
+def test_a_target_option_outside_the_known_releases_warns_once(project, capsys) -> None:
+    code, out, err = run(capsys, "check", "--no-cache", "--xla-target-version", "2.12", "a.py")
+    assert (code, out) == (1, f"a.py:3:1: {MESSAGE}\n")
+    assert err.splitlines()[0] == ("flake8-xla: warning: --xla-target-version: torch_xla 2.12 is outside the "
+                                   "releases flake8-xla knows (2.1 to 2.9); its rule data may not describe that release")
+    assert err.count("warning") == 1

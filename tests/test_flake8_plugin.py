@@ -258,3 +258,11 @@ def test_exhausted_recursion_or_memory_is_reported_once_per_file(monkeypatch, er
     # a new file (a new tree) gets its own
     assert list(plugin.XlaOptInChecker(ast.parse(MARK_STEP), [MARK_STEP], "b.py").run()) == [
         (1, 0, message, plugin.XlaOptInChecker)]
+
+
+def test_a_target_outside_the_known_releases_warns(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(MARK_STEP)
+    result = flake8("--xla-target-version=2.12", "a.py", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout.startswith("a.py:2:1: XLA102 ")
+    assert result.stderr == ("flake8-xla: warning: --xla-target-version: torch_xla 2.12 is outside the releases "
+                             "flake8-xla knows (2.1 to 2.9); its rule data may not describe that release\n")

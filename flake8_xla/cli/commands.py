@@ -12,13 +12,14 @@ from typing import List, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
-from ..config import FORMATS, ConfigError, PerFileIgnores, Settings, discover, load_file, merge, parse_per_file_ignores
+from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
+                      parse_per_file_ignores)
 from ..engine import all_rules
 from ..docs import render_rule_for_terminal
 from ..formats import RENDERERS, render_text
 from ..lifecycle import api_table
 from ..selection import CodeSelector
-from ..versions import forget_project_files, parse_version
+from ..versions import forget_project_files
 from .discovery import FileFinder
 from .errors import UsageError
 from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
@@ -154,11 +155,8 @@ def _base_settings(args: argparse.Namespace) -> Settings:
 def resolve_settings(args: argparse.Namespace) -> Settings:
     base = _base_settings(args)
     pfi = _per_file_ignores(args.per_file_ignores) if args.per_file_ignores else None
-    if args.target_version:
-        try:
-            parse_version(args.target_version)
-        except ValueError as exc:
-            raise UsageError(f"--xla-target-version: {exc}") from None
+    if args.target_version:  # a bad value is a usage error (exit 2); an unknown release a warning
+        check_target_version(args.target_version, "--xla-target-version")
     return merge(base, select=_codes(args.select), extend_select=_codes(args.extend_select),
                  ignore=_codes(args.ignore), per_file_ignores=pfi, exclude=_codes(args.exclude),
                  extend_exclude=_codes(args.extend_exclude), target_version=args.target_version,
