@@ -90,6 +90,9 @@ def _parse_pfi_text(text: str, where: str) -> PerFileIgnores:
         pairs = parse_files_to_codes_mapping(text)
     except Exception:  # noqa: BLE001 - flake8's exception type is not part of its API
         raise ConfigError(f"{where}: {text.strip()!r} is not GLOB:CODES {_PFI_EXAMPLE}") from None
+    # flake8's parser silently drops 'a.py:' and ':XLA1'; an entry that says nothing is a mistake
+    if (text.strip() and not pairs) or any(not glob or not codes for glob, codes in pairs):
+        raise ConfigError(f"{where}: {text.strip()!r} is not GLOB:CODES {_PFI_EXAMPLE}")
     return tuple((glob, tuple(codes)) for glob, codes in pairs)
 
 
@@ -109,9 +112,6 @@ def parse_per_file_ignores(value, where: str = "--per-file-ignores") -> PerFileI
     if isinstance(value, str):
         return _parse_pfi_text(value, where)
     raise ConfigError(f"{where} must be a table of GLOB = [CODES], a list or a string, not {value!r}")
-
-
-_parse_per_file_ignores = parse_per_file_ignores  # the old private name, until cli.py switches
 
 
 @functools.lru_cache(maxsize=None)
