@@ -24,6 +24,15 @@ def all_rules() -> tuple:
     return tuple(cls() for cls in RULES)
 
 
+# Input nested deeper than Python's parser or our walks can recurse: reported like a file that
+# does not parse (E999), never as an internal error.
+TOO_DEEP = (RecursionError, MemoryError)
+
+
+def too_deep_message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: too deeply nested to analyse"
+
+
 def might_match(source: str) -> bool:
     return _PREFILTER.search(source) is not None
 
@@ -100,4 +109,4 @@ def lint_source(source: str, filename: str = "<string>", target: Optional[str] =
     return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
 
 
-__all__ = ["Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]
+__all__ = ["TOO_DEEP", "too_deep_message", "Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]

@@ -7,6 +7,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
 from .engine import all_rules, lint, lint_fixable, might_match
+from .engine import too_deep_message as engine_too_deep_message
 from .lifecycle import api_table
 from .config import known_releases
 from .versions import check_target, forget_project_files, infer_target
@@ -32,7 +33,7 @@ def _rules(off_by_default: bool) -> tuple:
 def too_deep_message(exc: BaseException) -> str:
     """What a file nested beyond what Python (or our walks) can recurse into is reported as: an
     E999, as flake8 reports a file it cannot parse, never an XLA000 "please report"."""
-    return f"E999 {type(exc).__name__}: too deeply nested to analyse"
+    return f"E999 {engine_too_deep_message(exc)}"
 
 
 # The tree whose E999 was reported last: XlaChecker and XlaOptInChecker see the same tree object

@@ -258,3 +258,12 @@ def test_a_target_option_outside_the_known_releases_warns_once(project, capsys) 
     assert err.splitlines()[0] == ("flake8-xla: warning: --xla-target-version: torch_xla 2.12 is outside the "
                                    "releases flake8-xla knows (2.1 to 2.9); its rule data may not describe that release")
     assert err.count("warning") == 1
+
+
+@pytest.mark.parametrize("body", ["y = a" + ".b" * 400 + ".item()",  # parses; deeper than our walks
+                                  "x = a" + ".b" * 30000])  # deeper than Python's own parser
+def test_nesting_past_what_we_can_analyse_is_e999_not_an_internal_error(project, capsys, body) -> None:
+    (project / "deep.py").write_text("import torch_xla.core.xla_model as xm\nfor b in loader:\n"
+                                     f"  loss.backward()\n  {body}\n")
+    code, out, _ = run(capsys, "check", "--no-cache", "deep.py")
+    assert (code, out) == (1, "deep.py:1:1: E999 RecursionError: too deeply nested to analyse\n")

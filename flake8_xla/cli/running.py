@@ -18,7 +18,7 @@ from ..blocks import fix_document, lint_document
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import DocumentError, is_document, read_document
-from ..engine import fix_source, lint_fixable, might_match
+from ..engine import TOO_DEEP, fix_source, lint_fixable, might_match, too_deep_message
 from ..formats import Finding
 from ..lifecycle import api_table
 from ..lines import split_lines
@@ -112,6 +112,9 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
     the flake8 plugin does, instead of ending the whole run."""
     try:
         return _run_file(job, path, stdin_bytes)
+    except TOO_DEEP as exc:  # nesting past what Python's parser or our walks can recurse into
+        display = display_name(path, job.stdin_filename)
+        return FileResult(display, [_file_error(display, "E999", too_deep_message(exc))])
     except Exception as exc:  # noqa: BLE001 - any bug, reported where the user will see it
         display = display_name(path, job.stdin_filename)
         return FileResult(display, [_file_error(
