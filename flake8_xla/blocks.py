@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .documents import Block, Document, DocumentError, rewrite
-from .engine import fix_source, lint_fixable, might_match
+from .engine import concerns_xla, fix_source, lint_fixable
 from .lines import split_lines
 from .rule import Diagnostic
 from .versions import Target
@@ -115,7 +115,7 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
     safety (None: no fix); a program that cannot concern torch_xla has none."""
     out = []
     for program in programs(document, text):
-        if not (assume_xla or might_match(program.source)):
+        if not concerns_xla(program.source, assume_xla):
             out.append((program, []))
             continue
         tree = ast.parse(program.source, document.path)
@@ -133,7 +133,7 @@ class DocumentFix:
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],
-                 unsafe: bool) -> DocumentFix:
+                 unsafe: bool, assume_xla: bool = False) -> DocumentFix:
     """Fix each program of a document, then write the changed blocks back into ``text``. Raises
     :class:`DocumentError` when a changed block cannot be written back safely."""
     old = {block.index: block.source for block in document.blocks}
@@ -142,7 +142,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
     notes: List[str] = []
     error = None
     for program in programs(document, text):
-        if not might_match(program.source):
+        if not concerns_xla(program.source, assume_xla):
             continue
         outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True)
         error = error or outcome.error

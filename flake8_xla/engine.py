@@ -37,6 +37,13 @@ def might_match(source: str) -> bool:
     return _PREFILTER.search(source) is not None
 
 
+def concerns_xla(source: str, assume_xla: bool = False) -> bool:
+    """The pre-filter, the one place it is decided: whether a source can hold anything a rule
+    reports (it mentions torch_xla), or the project says it runs on XLA anyway (``assume_xla``).
+    Front-ends ask once per file and then call the engine with ``assume_xla=True``."""
+    return assume_xla or might_match(source)
+
+
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
          target: Optional[str] = None, rules: Optional[Sequence[Rule]] = None,
          assume_xla: bool = False) -> List[Diagnostic]:
@@ -45,7 +52,7 @@ def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "
     ``assume_xla``: lint the file even when its text never mentions torch_xla (skip the pre-filter).
     Raises SyntaxError only when ``tree`` is None and the source does not parse.
     """
-    if not assume_xla and not might_match("".join(lines)):
+    if not concerns_xla("".join(lines), assume_xla):
         return []
     if tree is None:
         tree = ast.parse("".join(lines), filename)
@@ -73,7 +80,7 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     ctx = FileContext(split_lines(source), tree, filename, target, api_table())
     site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
-    if not assume_xla and not might_match(source):
+    if not concerns_xla(source, assume_xla):
         return out, site
     for rule in all_rules() if rules is None else rules:
         for diagnostic, builder in rule.check_fixable(ctx):
@@ -91,7 +98,7 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     the fixing early."""
     from .noqa import filter_noqa
 
-    if not assume_xla and not might_match(source):
+    if not concerns_xla(source, assume_xla):
         return FixOutcome(source)
 
     def candidates(current: str, tree: ast.Module):
@@ -109,4 +116,5 @@ def lint_source(source: str, filename: str = "<string>", target: Optional[str] =
     return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
 
 
-__all__ = ["TOO_DEEP", "too_deep_message", "Diagnostic", "all_rules", "fix_source", "lint", "lint_fixable", "lint_source", "lint_tree", "might_match"]
+__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_source", "lint", "lint_fixable", "lint_source",
+           "lint_tree", "might_match", "too_deep_message"]

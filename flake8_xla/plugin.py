@@ -6,7 +6,7 @@ import functools
 from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
-from .engine import all_rules, lint, lint_fixable, might_match
+from .engine import all_rules, concerns_xla, lint, lint_fixable
 from .engine import too_deep_message as engine_too_deep_message
 from .lifecycle import api_table
 from .config import known_releases
@@ -89,7 +89,7 @@ class XlaChecker:
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         global _too_deep_tree
         # the pre-filter here, before _rules(), keeps the rule import lazy; lint() need not repeat it
-        if not self.assume_xla and not might_match("".join(self.lines)):
+        if not concerns_xla("".join(self.lines), self.assume_xla):
             return
         try:
             reported = self._fixable() if self.report_fixes else [

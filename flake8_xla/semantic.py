@@ -82,7 +82,8 @@ class Scope:
         scope: Optional[Scope] = self
         first = True
         while scope is not None:
-            if (first or scope.kind != "class") and name in scope.bindings:  # class bodies are invisible to nested scopes
+            # class bodies are invisible to nested scopes
+            if (first or scope.kind != "class") and name in scope.bindings:
                 return scope
             first = False
             scope = scope.parent

@@ -196,7 +196,8 @@ def test_one_fix_producing_invalid_code_does_not_discard_the_others() -> None:
 
 def test_an_import_sharing_its_line_with_the_use() -> None:
     source = "import torch_xla.core.xla_model as xm; WORLD = xm.xrt_world_size()\n"
-    assert fixed(source) == "import torch_xla.core.xla_model as xm; import torch_xla.runtime as xr; WORLD = xr.world_size()\n"
+    assert fixed(source) == ("import torch_xla.core.xla_model as xm; import torch_xla.runtime as xr; "
+                             "WORLD = xr.world_size()\n")
 
 
 def test_an_import_in_a_one_line_compound_statement() -> None:

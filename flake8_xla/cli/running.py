@@ -18,7 +18,7 @@ from ..blocks import fix_document, lint_document
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import DocumentError, is_document, read_document
-from ..engine import TOO_DEEP, fix_source, lint_fixable, might_match, too_deep_message
+from ..engine import TOO_DEEP, concerns_xla, fix_source, lint_fixable, too_deep_message
 from ..formats import Finding
 from ..lifecycle import api_table
 from ..lines import split_lines
@@ -144,7 +144,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileR
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
-    if not assume_xla and not might_match(text):
+    if not concerns_xla(text, assume_xla):
         return result
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
@@ -250,9 +250,9 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
         result.findings.append(_file_error(display, "E902", str(exc)))
         return result
     target = target_for(job, name)
-    if job.fix and (assume_xla or might_match(text)) and document.blocks:
+    if job.fix and concerns_xla(text, assume_xla) and document.blocks:
         try:
-            fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe)
+            fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe, assume_xla)
         except DocumentError as exc:
             result.error = f"not fixed: {exc}"
         else:

@@ -117,7 +117,8 @@ def removal_edits(lines: LineModel, removals: Sequence[Tuple[ast.stmt, Sequence[
             start = lines.line_start(last.lineno)
             indent = lines.source[start:lines.start(last)]
             edits = [e for e in edits if e.start != start]
-            edits.append(Edit(start, lines.line_end(last.end_lineno), f"{indent}pass{line_ending(lines.lines[last.end_lineno - 1])}"))
+            ending = line_ending(lines.lines[last.end_lineno - 1])
+            edits.append(Edit(start, lines.line_end(last.end_lineno), f"{indent}pass{ending}"))
     return edits
 
 
