@@ -44,3 +44,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _SKIPPED and exitstatus == 0:
         print(f"\n{len(_SKIPPED)} test(s) skipped, which this project treats as failures:", *_SKIPPED, sep="\n  ")
         session.exitstatus = 1
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A git project that requires torch_xla 2.9, as the working directory (the CLI tests)."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -7,27 +7,13 @@ import textwrap
 
 import pytest
 
-from flake8_xla.cli import main
+from cli_helpers import run
 from flake8_xla.engine import lint_source
 
 MARK_STEP = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
 # the engine's wording (its own tests pin it); these tests pin how the CLI reports it
 MARK_STEP_LINE = f"a.py:3:1: XLA102 [*] {lint_source(MARK_STEP, target='2.9')[0].message}\n"
 WORLD = "import torch_xla.core.xla_model as xm\n\nn = xm.xrt_world_size()\n"
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    (tmp_path / ".git").mkdir()
-    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_check_reports_and_exits_1(project, capsys) -> None:

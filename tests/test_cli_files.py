@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from flake8_xla.cli import main
+from cli_helpers import run
 from flake8_xla.engine import lint_source
 from flake8_xla.cli.gitignore import parse_rule
 
@@ -16,20 +16,6 @@ MARK_STEP = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
 FIXED = "import torch_xla\n\ntorch_xla.sync()\n"
 # the engine's wording (its own tests pin it); these tests pin how the CLI reports it
 MESSAGE = f"XLA102 [*] {lint_source(MARK_STEP, target='2.9')[0].message}"
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    (tmp_path / ".git").mkdir()
-    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def run_cli(cwd, *argv, env=None, memory_cap=None):

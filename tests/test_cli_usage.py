@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from flake8_xla.cli import main
+from cli_helpers import run
 from flake8_xla.engine import lint_source
 from flake8_xla.cli.output import wants_color
 
@@ -20,19 +20,10 @@ WORLD_MESSAGE = "XLA101 [*] " + lint_source("import torch_xla.core.xla_model as 
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    (tmp_path / ".git").mkdir()
-    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
-    (tmp_path / "a.py").write_text(MARK_STEP)
-    monkeypatch.chdir(tmp_path)
+def project(project, monkeypatch):
+    (project / "a.py").write_text(MARK_STEP)
     monkeypatch.delenv("NO_COLOR", raising=False)
-    return tmp_path
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return project
 
 
 def feed_stdin(monkeypatch, text: str) -> None:
@@ -256,7 +247,8 @@ def test_a_target_option_outside_the_known_releases_warns_once(project, capsys) 
     code, out, err = run(capsys, "check", "--no-cache", "--xla-target-version", "2.12", "a.py")
     assert (code, out) == (1, f"a.py:3:1: {MESSAGE}\n")
     assert err.splitlines()[0] == ("flake8-xla: warning: --xla-target-version: torch_xla 2.12 is outside the "
-                                   "releases flake8-xla knows (2.1 to 2.9); its rule data may not describe that release")
+                                   "releases flake8-xla knows (2.1 to 2.9); its rule data may not describe that "
+                                   "release")
     assert err.count("warning") == 1
 
 
