@@ -187,6 +187,18 @@ def test_noqa_matches_flake8_including_logical_lines(project, capsys) -> None:
     assert [line.split(" ", 2)[:2] for line in flake8.stdout.splitlines()] == expected
 
 
+@pytest.mark.parametrize("odd", ["\u2028", "\x0c", "\x85", "\x1c"])
+def test_noqa_and_columns_after_characters_str_splitlines_breaks_at(project, capsys, odd) -> None:
+    # Python and flake8 see one line where str.splitlines() sees two: the noqa stays on line 3
+    (project / "a.py").write_text(f"import torch_xla.core.xla_model as xm\ns = '{odd}'\n"
+                                  "xm.mark_step()  # noqa: XLA102\nx = 1; xm.mark_step()\n", encoding="utf-8")
+    _, out, _ = run(capsys, "check", "--no-cache", "a.py")
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "XLA", "a.py"], capture_output=True,
+                            text=True, cwd=project)
+    assert [line.split(" ", 2)[:2] for line in out.splitlines()] == [["a.py:4:8:", "XLA102"]]
+    assert [line.split(" ", 2)[:2] for line in flake8.stdout.splitlines()] == [["a.py:4:8:", "XLA102"]]
+
+
 def test_same_diagnostics_as_flake8_on_the_fixtures(project, capsys) -> None:
     fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
     _, out, _ = run(capsys, "check", "--isolated", "--xla-target-version", "2.9", fixtures)
