@@ -5,11 +5,13 @@ import ast
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flake8_xla.blocks import fix_document
 from flake8_xla.documents import read_document
 from flake8_xla.engine import fix_source
-from flake8_xla.fixing import Edit, Fix, FixSite, fix_to_fixpoint
+from flake8_xla.fixing import Edit, Fix, FixSite, apply_edits, choose, fix_to_fixpoint, removal_edits
 from flake8_xla.lines import LineModel, split_lines
 from flake8_xla.versions import Target, Version
 
@@ -372,3 +374,33 @@ def test_a_document_fix_reports_the_companion_set_up() -> None:
     assert result.text == "```python\nimport xla_compat\nxla_compat.rendezvous('init')\n```\n"
     assert result.notes == ["xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group("
                             "'xla', init_method='xla://') (or 'gloo') in every worker before it"]
+
+
+# --- the layer's parts ------------------------------------------------------------------------------------
+
+def _choose_by_pairs(fixes):
+    """choose() as specified, by comparing every pair (quadratic; the reference)."""
+    chosen, taken = [], []
+    for fix in sorted(fixes, key=lambda f: f.span()):
+        clash = any(not (e.end <= s or e.start >= t) or e.start == e.end == s for e in fix.edits for s, t in taken)
+        if not clash:
+            chosen.append(fix)
+            taken.extend((e.start, e.end) for e in fix.edits)
+    return chosen
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6)), min_size=1, max_size=3), max_size=12))
+def test_choose_takes_what_the_pairwise_rule_takes(spans) -> None:
+    fixes = [Fix(f"f{i}", tuple(Edit(start, start + width, "x") for start, width in edits), True)
+             for i, edits in enumerate(spans)]
+    assert [f.title for f in choose(fixes)] == [f.title for f in _choose_by_pairs(fixes)]
+
+
+def test_a_removal_that_empties_a_block_leaves_pass_with_the_line_s_ending() -> None:
+    source = "if x:\r\n    import a\r\n    import b\r\ny = 1\r\n"
+    tree = ast.parse(source)
+    block = tree.body[0].body
+    edits = removal_edits(LineModel(source), [(block[0], block[0].names), (block[1], block[1].names)],
+                          {id(s): tree.body[0] for s in block})
+    assert apply_edits(source, edits) == "if x:\r\n    pass\r\ny = 1\r\n"
