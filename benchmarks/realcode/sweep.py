@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Real-code sweep: lint the trees of manifest.txt and diff the findings against the review log.
+
+For each tree (extracted by fetch.sh under $TREES, default /work/realcode-trees) this runs
+
+    python -m flake8_xla check --format json --no-cache --include-docs --isolated \
+        --xla-target-version 2.9 --extend-select XLA9 --exit-zero .
+
+from the tree's root, writes the normalized findings (path, line, col, code, message, source
+text) to OUT/<name>.json, and matches them with review/<name>.tsv. A finding and a review
+row match on (path, code, stripped source-line text), not on the line number, so a review
+survives an engine change that moves a column or a line. Rows and findings with the same key
+are paired in line order.
+
+It prints, per rule: diagnostics found, reviewed TP, reviewed FP, unreviewed, and precision
+TP/(TP+FP) over the reviewed ones; then the unreviewed findings and the review rows whose
+finding disappeared. Exit status 1 when a default-on rule's precision is below --min-precision
+(0.9) or an XLA2xx/XLA3xx finding is unreviewed; 0 with --report-only.
+
+--append-unreviewed adds each unreviewed finding to its tree's review log with verdict `?`
+(counted as unreviewed until a reviewer writes TP or FP and a reason).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MANIFEST = os.path.join(HERE, "manifest.txt")
+REVIEW_DIR = os.path.join(HERE, "review")
+COLUMNS = ["path", "line", "code", "verdict", "source", "reason"]
+CHECK_ARGS = ["check", "--format", "json", "--no-cache", "--include-docs", "--isolated",
+              "--xla-target-version", "2.9", "--extend-select", "XLA9", "--exit-zero", "."]
+
+
+def read_manifest(path: str = MANIFEST) -> List[Tuple[str, str, str, str]]:
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            repo, commit, paths, name = line.split()
+            entries.append((repo, commit, paths, name))
+    return entries
+
+
+def default_on_codes(python: str) -> Tuple[set, set]:
+    """Codes of the rules table (`flake8-xla rules`): (default-on, all)."""
+    out = subprocess.run([python, "-m", "flake8_xla", "rules"], capture_output=True, text=True,
+                         check=True).stdout
+    on, every = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("XLA") and parts[0][3:].isdigit():
+            every.add(parts[0])
+            if parts[-1] == "on":
+                on.add(parts[0])
+    return on, every
+
+
+class SourceCache:
+    """Source-line text of a finding: a file line, or a line of a notebook code cell."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.files: Dict[str, List[str]] = {}
+        self.cells: Dict[str, List[List[str]]] = {}
+
+    def line(self, path: str, line: int, cell: Optional[int]) -> str:
+        full = os.path.join(self.root, path)
+        try:
+            if cell is not None:
+                if path not in self.cells:
+                    with open(full, encoding="utf-8") as f:
+                        nb = json.load(f)
+                    self.cells[path] = [
+                        ("".join(c["source"]) if isinstance(c.get("source"), list)
+                         else c.get("source", "")).split("\n")
+                        for c in nb.get("cells", [])]
+                return self.cells[path][cell - 1][line - 1].strip()
+            if path not in self.files:
+                with open(full, encoding="utf-8", errors="replace", newline="") as f:
+                    # the tokenizer's line model: \n, \r\n and \r end a line, nothing else does
+                    self.files[path] = f.read().replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            return self.files[path][line - 1].strip()
+        except (OSError, ValueError, IndexError, KeyError):
+            return ""
+
+
+def lint_tree(python: str, root: str) -> List[dict]:
+    proc = subprocess.run([python, "-m", "flake8_xla", *CHECK_ARGS], cwd=root,
+                          capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"flake8-xla failed in {root} (rc {proc.returncode}):\n{proc.stderr}")
+    raw = json.loads(proc.stdout or "[]")
+    src = SourceCache(root)
+    found = []
+    for d in raw:
+        path = d["filename"]
+        if path.startswith("./"):
+            path = path[2:]
+        cell = d.get("cell")
+        found.append({
+            "path": path,
+            "line": f"{cell}:{d['line']}" if cell is not None else str(d["line"]),
+            "col": d["column"],
+            "code": d["code"],
+            "message": d["message"],
+            "source": src.line(path, d["line"], cell),
+        })
+    found.sort(key=lambda x: (x["path"], _line_key(x["line"]), x["col"], x["code"]))
+    return found
+
+
+def _line_key(line: str) -> Tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in str(line).split(":"))
+    except ValueError:
+        return (0,)
+
+
+def read_review(name: str) -> List[dict]:
+    path = os.path.join(REVIEW_DIR, f"{name}.tsv")
+    rows: List[dict] = []
+    if not os.path.exists(path):
+        return rows
+    with open(path, encoding="utf-8") as f:
+        for n, raw in enumerate(f, 1):
+            raw = raw.rstrip("\n")
+            if not raw.strip() or raw.startswith("#") or raw.startswith("path\t"):
+                continue
+            parts = raw.split("\t")
+            if len(parts) < 5:
+                sys.stderr.write(f"{path}:{n}: expected {len(COLUMNS)} tab-separated columns\n")
+                continue
+            row = dict(zip(COLUMNS, parts + [""] * (len(COLUMNS) - len(parts))))
+            row["source"] = row["source"].strip()
+            row["verdict"] = row["verdict"].strip().upper()
+            rows.append(row)
+    return rows
+
+
+def escape(text: str) -> str:
+    return text.replace("\t", " ").replace("\n", " ")
+
+
+def append_review(name: str, findings: List[dict]) -> None:
+    path = os.path.join(REVIEW_DIR, f"{name}.tsv")
+    new = not os.path.exists(path)
+    os.makedirs(REVIEW_DIR, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        if new:
+            f.write("\t".join(COLUMNS) + "\n")
+        for x in findings:
+            f.write("\t".join([x["path"], x["line"], x["code"], "?", escape(x["source"]), ""]) + "\n")
+
+
+def match(found: List[dict], rows: List[dict]) -> Tuple[List[Tuple[dict, Optional[dict]]], List[dict]]:
+    """Pair findings with review rows by (path, code, source text), in line order."""
+    by_key: Dict[tuple, List[dict]] = collections.defaultdict(list)
+    for r in sorted(rows, key=lambda r: _line_key(r["line"])):
+        by_key[(r["path"], r["code"], r["source"])].append(r)
+    pairs = []
+    for x in found:
+        bucket = by_key.get((x["path"], x["code"], x["source"]))
+        pairs.append((x, bucket.pop(0) if bucket else None))
+    gone = [r for bucket in by_key.values() for r in bucket]
+    return pairs, gone
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="trees to run (default: every tree of the manifest)")
+    ap.add_argument("--trees", default=os.environ.get("TREES", "/work/realcode-trees"))
+    ap.add_argument("--out", help="where OUT/<name>.json go (default: a new temporary directory)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter with flake8_xla installed")
+    ap.add_argument("--min-precision", type=float, default=0.9)
+    ap.add_argument("--report-only", action="store_true", help="always exit 0")
+    ap.add_argument("--append-unreviewed", action="store_true",
+                    help="append unreviewed findings to review/<name>.tsv with verdict ?")
+    ap.add_argument("--list", choices=["new", "gone", "all", "none"], default="all",
+                    help="which per-finding lists to print (default: all)")
+    ap.add_argument("--table", help="also write the per-rule table (Markdown) to this file")
+    args = ap.parse_args(argv)
+
+    entries = read_manifest()
+    names = [e[3] for e in entries]
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        ap.error(f"not in the manifest: {', '.join(unknown)}")
+    selected = args.names or names
+    out = args.out or tempfile.mkdtemp(prefix="realcode-")
+    os.makedirs(out, exist_ok=True)
+    on, every = default_on_codes(args.python)
+
+    stats: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    new_list: List[Tuple[str, dict]] = []
+    gone_list: List[Tuple[str, dict]] = []
+    missing = []
+    for name in selected:
+        root = os.path.join(args.trees, name)
+        if not os.path.isdir(root):
+            missing.append(name)
+            continue
+        found = lint_tree(args.python, root)
+        with open(os.path.join(out, f"{name}.json"), "w", encoding="utf-8") as f:
+            json.dump(found, f, indent=1)
+        rows = read_review(name)
+        pairs, gone = match(found, rows)
+        unreviewed = []
+        for x, r in pairs:
+            s = stats[x["code"]]
+            s["found"] += 1
+            verdict = r["verdict"] if r else ""
+            if verdict in ("TP", "FP"):
+                s[verdict] += 1
+            else:
+                s["unreviewed"] += 1
+                if r is None:
+                    unreviewed.append(x)
+                    new_list.append((name, x))
+        for r in gone:
+            gone_list.append((name, r))
+        if args.append_unreviewed and unreviewed:
+            append_review(name, unreviewed)
+
+    if missing:
+        print(f"trees not extracted (run fetch.sh): {', '.join(missing)}", file=sys.stderr)
+    fail = []
+    lines = ["| rule | default | found | TP | FP | unreviewed | precision |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for code in sorted(stats):
+        s = stats[code]
+        judged = s["TP"] + s["FP"]
+        prec = s["TP"] / judged if judged else None
+        default = "on" if code in on else ("off" if code in every else "?")
+        lines.append(f"| {code} | {default} | {s['found']} | {s['TP']} | {s['FP']} | "
+                     f"{s['unreviewed']} | {'-' if prec is None else f'{prec:.2f}'} |")
+        if code in on and prec is not None and prec < args.min_precision:
+            fail.append(f"{code} precision {prec:.2f} < {args.min_precision}")
+        if code[3] in "23" and s["unreviewed"]:
+            fail.append(f"{code}: {s['unreviewed']} unreviewed")
+    total = collections.Counter()
+    for s in stats.values():
+        total.update(s)
+    judged = total["TP"] + total["FP"]
+    lines.append(f"| all | | {total['found']} | {total['TP']} | {total['FP']} | {total['unreviewed']} | "
+                 f"{(total['TP'] / judged) if judged else 0:.2f} |")
+    print(f"results in {out}")
+    print("\n".join(lines))
+    if args.table:
+        with open(args.table, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.list in ("new", "all") and new_list:
+        print(f"\nnew (not in the review log): {len(new_list)}")
+        for name, x in new_list:
+            print(f"  {name}/{x['path']}:{x['line']}:{x['col']}: {x['code']} {x['source'][:100]}")
+    if args.list in ("gone", "all") and gone_list:
+        print(f"\ngone (reviewed, no longer reported): {len(gone_list)}")
+        for name, r in gone_list:
+            print(f"  {name}/{r['path']}:{r['line']}: {r['code']} [{r['verdict']}] {r['source'][:100]}")
+    if fail:
+        print("\nFAIL: " + "; ".join(fail))
+    return 0 if args.report_only or not fail else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
