@@ -19,9 +19,16 @@ _PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
 
 @functools.lru_cache(maxsize=None)
 def all_rules() -> tuple:
-    from flake8_xla.rules import RULES
+    from flake8_xla.rules import RULES  # rule modules load on first use (see rules.rule_index)
 
     return tuple(cls() for cls in RULES)
+
+
+def rule_index() -> tuple:
+    """(code, name, off by default) of every rule, without importing one."""
+    from flake8_xla.rules import rule_index as index
+
+    return index()
 
 
 # Input nested deeper than Python's parser or our walks can recurse: reported like a file that
@@ -116,5 +123,5 @@ def lint_source(source: str, filename: str = "<string>", target: Optional[str] =
     return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
 
 
-__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_source", "lint", "lint_fixable", "lint_source",
+__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "rule_index", "fix_source", "lint", "lint_fixable", "lint_source",
            "lint_tree", "might_match", "too_deep_message"]

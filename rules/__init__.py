@@ -1,16 +1,36 @@
 """flake8-xla's rules: one unit per code. ``xla101_removed_api.py`` holds XLA101 ``removed-api``
 (a Python rule); ``xla301_dynamic_shape_op.yml`` holds XLA301 ``dynamic-shape-op`` (an ast-grep
-pattern rule, see flake8_xla/patterns.py). RULES lists them all in code order."""
+pattern rule, see flake8_xla/patterns.py). RULES lists them all in code order.
+
+The naming is mechanical, so ``rule_index()`` knows every code, name and whether it is opt-in
+(the XLA9xx family) from the file names alone: a run whose files all fail the pre-filter or hit the
+result cache never imports a rule. RULES is built on first use."""
 import importlib
+import os
 import pkgutil
 import re
+from typing import Tuple
 
-from flake8_xla.rule import Rule
+_UNIT = re.compile(r"(xla(\d{3}))_(\w+)")
+_OPT_IN_FAMILY = "XLA9"
 
-_UNIT = re.compile(r"xla\d{3}_\w+")
+
+def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
+    """(code, kebab name, off by default) of every rule unit, in code order, from the file names."""
+    found = []
+    for entry in os.listdir(__path__[0]):
+        stem, ext = os.path.splitext(entry)
+        match = _UNIT.fullmatch(stem)
+        if match and ext in (".py", ".yml"):
+            code = f"XLA{match.group(2)}"
+            found.append((code, match.group(3).replace("_", "-"), code.startswith(_OPT_IN_FAMILY)))
+    return tuple(sorted(found))
 
 
 def _discover() -> tuple:
+    from flake8_xla.patterns import pattern_rules
+    from flake8_xla.rule import Rule
+
     found = []
     for info in pkgutil.iter_modules(__path__):
         if _UNIT.fullmatch(info.name):
@@ -18,10 +38,12 @@ def _discover() -> tuple:
             found.extend(obj for obj in vars(module).values()
                          if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__
                          and getattr(obj, "code", None))
-    from flake8_xla.patterns import pattern_rules
-
     found.extend(pattern_rules(__path__[0]))
     return tuple(sorted(found, key=lambda cls: cls.code))
 
 
-RULES = _discover()
+def __getattr__(name: str):
+    if name == "RULES":
+        rules = globals()["RULES"] = _discover()
+        return rules
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -404,3 +404,4 @@ def test_a_removal_that_empties_a_block_leaves_pass_with_the_line_s_ending() -> 
     edits = removal_edits(LineModel(source), [(block[0], block[0].names), (block[1], block[1].names)],
                           {id(s): tree.body[0] for s in block})
     assert apply_edits(source, edits) == "if x:\r\n    pass\r\ny = 1\r\n"
+

@@ -14,7 +14,7 @@ from .. import __version__
 from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores)
-from ..engine import all_rules
+from ..engine import all_rules, rule_index
 from ..docs import render_rule_for_terminal
 from ..formats import RENDERERS, render_text
 from ..lifecycle import api_table
@@ -166,9 +166,9 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
 def build_selector(settings: Settings) -> CodeSelector:
     """flake8's defaults: the plugin's prefix is selected; off-by-default codes only when a
     select or extend-select prefix longer than that names them (``--extend-select XLA9``)."""
-    rules = all_rules()
-    known = sorted(r.code for r in rules)
-    off = tuple(r.code for r in rules if r.off_by_default)
+    index = rule_index()  # from the rule files' names: no rule is imported before a file needs it
+    known = [code for code, _, _ in index]
+    off = tuple(code for code, _, opt_in in index if opt_in)
     return CodeSelector(settings, known, ("XLA",), off)
 
 

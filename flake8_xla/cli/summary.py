@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..engine import all_rules
+from ..engine import rule_index
 from ..formats import Finding
 from ..lifecycle import api_table
 from ..versions import infer_target
@@ -25,7 +25,7 @@ def plural(n: int, word: str) -> str:
 
 def statistics(results: Sequence[FileResult]) -> str:
     counts = Counter(f.diagnostic.code for r in results for f in r.findings)
-    names = {r.code: r.name for r in all_rules()}
+    names = {code: name for code, name, _ in rule_index()}
     return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
 
 

@@ -50,9 +50,20 @@ def choose(fixes: Sequence[Fix]) -> List[Fix]:
     for fix in sorted(fixes, key=lambda f: f.span()):
         if all(_free(taken, e.start, e.end) for e in fix.edits):
             chosen.append(fix)
-            for e in fix.edits:
-                bisect.insort(taken, (e.start, e.end))
+            for span in _envelopes(fix.edits):
+                bisect.insort(taken, span)
     return chosen
+
+
+def _envelopes(edits: Sequence[Edit]) -> List[Tuple[int, int]]:
+    """A fix's ranges with those that overlap each other merged, so taken ranges never overlap."""
+    out: List[Tuple[int, int]] = []
+    for start, end in sorted((e.start, e.end) for e in edits):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _free(taken: List[Tuple[int, int]], start: int, end: int) -> bool:

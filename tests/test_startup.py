@@ -1,0 +1,34 @@
+"""What a run pays before it lints anything: no rule module is imported for files that fail the
+pre-filter or hit the result cache, and the rule index comes from the rule files' names."""
+import subprocess
+import sys
+
+from flake8_xla.engine import all_rules, rule_index
+
+HEAVY = ("flake8_xla.tensors", "flake8_xla.flow", "flake8_xla.loops", "flake8_xla.fsdp", "flake8_xla.patterns",
+         "ast_grep_py")
+PROBE = ("import sys\nfrom flake8_xla.cli import main\ncode = main(sys.argv[1:])\n"
+         "print(sorted(m for m in {heavy!r} if m in sys.modules), code)\n")
+
+
+def test_the_rule_index_from_file_names_matches_the_rules() -> None:
+    assert rule_index() == tuple((r.code, r.name, r.off_by_default) for r in all_rules())
+
+
+def run_probe(cwd, *argv) -> str:
+    result = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], cwd=cwd,
+                            capture_output=True, text=True)
+    return result.stdout.splitlines()[-1]
+
+
+def test_files_that_cannot_concern_torch_xla_import_no_rule(tmp_path) -> None:
+    (tmp_path / "plain.py").write_text("import os\nprint(os.getcwd())\n")
+    assert run_probe(tmp_path, "check", "--no-cache", "--isolated", "plain.py") == "[] 0"
+
+
+def test_a_cache_hit_imports_no_rule(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    first = run_probe(tmp_path, "check", "--isolated", "--xla-target-version", "2.9", "a.py")
+    assert first.endswith(" 1") and first != "[] 1"  # linted: the rules were loaded
+    assert run_probe(tmp_path, "check", "--isolated", "--xla-target-version", "2.9", "a.py") == "[] 1"
