@@ -32,6 +32,7 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 MANIFEST = os.path.join(HERE, "manifest.txt")
 REVIEW_DIR = os.path.join(HERE, "review")
 COLUMNS = ["path", "line", "code", "verdict", "source", "reason"]
@@ -53,8 +54,12 @@ def read_manifest(path: str = MANIFEST) -> List[Tuple[str, str, str, str]]:
 
 def default_on_codes(python: str) -> Tuple[set, set]:
     """Codes of the rules table (`flake8-xla rules`): (default-on, all)."""
-    out = subprocess.run([python, "-m", "flake8_xla", "rules"], capture_output=True, text=True,
-                         check=True).stdout
+    # not from the repository root: `python -m` puts the working directory first on sys.path
+    proc = subprocess.run([python, "-m", "flake8_xla", "rules"], capture_output=True, text=True,
+                          cwd=tempfile.gettempdir())
+    if proc.returncode:
+        raise SystemExit(f"`{python} -m flake8_xla rules` failed (is flake8_xla importable?):\n{proc.stderr}")
+    out = proc.stdout
     on, every = set(), set()
     for line in out.splitlines():
         parts = line.split()
@@ -188,6 +193,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--list", choices=["new", "gone", "all", "none"], default="all",
                     help="which per-finding lists to print (default: all)")
     ap.add_argument("--table", help="also write the per-rule table (Markdown) to this file")
+    ap.add_argument("--at", metavar="REV",
+                    help="lint with flake8_xla/ and rules/ as committed at REV (git archive into a "
+                         "temporary directory put first on PYTHONPATH) instead of the installed copy; "
+                         "use it when the work tree has uncommitted edits")
     args = ap.parse_args(argv)
 
     entries = read_manifest()
@@ -198,6 +207,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     selected = args.names or names
     out = args.out or tempfile.mkdtemp(prefix="realcode-")
     os.makedirs(out, exist_ok=True)
+    if args.at:
+        rev = subprocess.run(["git", "rev-parse", args.at], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        src = tempfile.mkdtemp(prefix="realcode-src-")
+        tar = subprocess.run(["git", "archive", rev, "flake8_xla", "rules"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", src], input=tar, check=True)
+        os.environ["PYTHONPATH"] = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+        print(f"flake8-xla at {rev} (from {src})")
+    else:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "flake8_xla", "rules"], cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+        print(f"flake8-xla: installed copy; HEAD {rev}{' with uncommitted edits in flake8_xla/ or rules/' if dirty else ''}")
     on, every = default_on_codes(args.python)
 
     stats: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
