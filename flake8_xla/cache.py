@@ -44,17 +44,22 @@ def _package_roots() -> List[pathlib.Path]:
     import flake8_xla
     import flake8_xla.rules
 
-    # flake8_xla.rules comes from the top-level rules/ folder (setup.cfg package_dir); in a wheel it
-    # sits inside flake8_xla/, so a root inside another is not walked twice
-    roots = sorted({pathlib.Path(p).resolve() for package in (flake8_xla, flake8_xla.rules) for p in package.__path__})
+    # the packages' own folders, the first __path__ entry (in a checkout flake8_xla's __path__ also
+    # holds the checkout root, so that flake8_xla.rules resolves to ../rules: never walk all of it);
+    # in a wheel rules/ sits inside flake8_xla/, so a root inside another is not walked twice
+    roots = sorted({pathlib.Path(package.__path__[0]).resolve() for package in (flake8_xla, flake8_xla.rules)})
     return [root for root in roots if not any(other in root.parents for other in roots)]
 
 
 def _files_under(root: pathlib.Path) -> List[pathlib.Path]:
-    # hidden folders (a cache directory, editor state) and bytecode are not flake8-xla's behaviour
-    return sorted(p for p in root.rglob("*")
-                  if p.suffix in _FINGERPRINTED and p.is_file()
-                  and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(root).parts))
+    # hidden folders (a cache directory, editor state) and bytecode are not flake8-xla's behaviour:
+    # pruned, not walked and filtered
+    found = []
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        found.extend(pathlib.Path(directory, name) for name in files
+                     if os.path.splitext(name)[1] in _FINGERPRINTED and not name.startswith("."))
+    return sorted(path for path in found if path.is_file())
 
 
 def fingerprint_files() -> List[pathlib.Path]:

@@ -228,3 +228,11 @@ def test_an_existing_directory_of_the_user_is_not_tagged(tmp_path) -> None:
     results.put("a.py", content_key(TEXT, "2.9"), [])
     results.save()
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(results.path)]
+
+
+def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None:
+    # in a source checkout flake8_xla.__path__ also names the checkout root (for ../rules); walking it
+    # would hash .venv and every project file
+    roots = [pathlib.Path(package.__path__[0]).resolve() for package in (flake8_xla, flake8_xla.rules)]
+    outside = [path for path in cache.fingerprint_files() if not any(root in path.parents for root in roots)]
+    assert outside == []
