@@ -15,7 +15,6 @@ from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores)
 from ..engine import all_rules, rule_index
-from ..docs import render_rule_for_terminal
 from ..formats import RENDERERS, render_text
 from ..lifecycle import api_table
 from ..selection import CodeSelector
@@ -309,6 +308,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     code = args.code.upper()
     for rule in all_rules():
         if rule.code == code or rule.name == args.code:
+            from ..docs import render_rule_for_terminal  # explain only: not on every check's start-up
+
             emit(render_rule_for_terminal(rule), sys.stdout)
             return 0
     raise UsageError(f"unknown rule {args.code!r}; `flake8-xla rules` lists them")

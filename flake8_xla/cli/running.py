@@ -5,12 +5,10 @@ import ast
 import ctypes
 import dataclasses
 import difflib
-import multiprocessing
 import os
 import signal
 import sys
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -18,7 +16,7 @@ from ..blocks import fix_document, lint_document
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import DocumentError, is_document, read_document
-from ..engine import TOO_DEEP, concerns_xla, fix_source, lint_fixable, too_deep_message
+from ..engine import TOO_DEEP, all_rules, concerns_xla, fix_source, lint_fixable, too_deep_message
 from ..formats import Finding
 from ..lifecycle import api_table
 from ..lines import split_lines
@@ -331,7 +329,12 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]
             yield FileResult(display, [_file_error(display, "E902", str(exc))])
             files = [f for f in files if f != "-"]
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
-        api_table()  # load the rule data once, before forking, instead of once per worker
+        api_table()  # load the rule data and the rules once, before forking, instead of once per worker
+        all_rules()
+        # worker machinery only when workers start: not on every single-file run's start-up
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid())) as pool:
             yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 32)))
