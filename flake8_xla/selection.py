@@ -7,8 +7,10 @@ names it (``XLA9``, ``XLA901``), as in flake8, where the default ``XLA`` does no
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
-from typing import Iterable, Sequence, Tuple
+import re
+from typing import Callable, Iterable, Sequence, Tuple
 
 from .config import ConfigError, Settings
 
@@ -20,10 +22,22 @@ def _longest(code: str, prefixes: Iterable[str]) -> int:
 def path_matches(path: str, pattern: str, base_dir: str) -> bool:
     """flake8's file matching: a pattern with a slash is a path relative to the config's
     directory, one without matches the file name or the absolute path."""
-    absolute = os.path.abspath(path)
+    return _compiled(pattern, base_dir)(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str, base_dir: str) -> Callable[[str], bool]:
+    """``path_matches`` for one pattern, translated once: discovery asks it for every path walked."""
     if "/" in pattern or os.sep in pattern:
-        return fnmatch.fnmatch(absolute, os.path.abspath(os.path.join(base_dir, pattern)))
-    return fnmatch.fnmatch(os.path.basename(absolute), pattern) or fnmatch.fnmatch(absolute, pattern)
+        whole = re.compile(fnmatch.translate(os.path.normcase(os.path.abspath(os.path.join(base_dir, pattern)))))
+        return lambda absolute: whole.match(os.path.normcase(absolute)) is not None
+    match = re.compile(fnmatch.translate(os.path.normcase(pattern))).match
+
+    def matches(absolute: str) -> bool:
+        absolute = os.path.normcase(absolute)
+        return match(os.path.basename(absolute)) is not None or match(absolute) is not None
+
+    return matches
 
 
 class CodeSelector:
