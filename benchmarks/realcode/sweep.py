@@ -190,8 +190,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="always exit 0")
     ap.add_argument("--append-unreviewed", action="store_true",
                     help="append unreviewed findings to review/<name>.tsv with verdict ?")
-    ap.add_argument("--list", choices=["new", "gone", "all", "none"], default="all",
-                    help="which per-finding lists to print (default: all)")
+    ap.add_argument("--list", choices=["review", "new", "gone", "all", "none"], default="review",
+                    help="per-finding lists: review (default: new XLA2xx/XLA3xx/XLA9xx findings and every "
+                         "gone row; unreviewed XLA1xx, which are only sampled, are counted), new, gone, all, none")
     ap.add_argument("--table", help="also write the per-rule table (Markdown) to this file")
     ap.add_argument("--at", metavar="REV",
                     help="lint with flake8_xla/ and rules/ as committed at REV (git archive into a "
@@ -281,11 +282,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.table:
         with open(args.table, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-    if args.list in ("new", "all") and new_list:
-        print(f"\nnew (not in the review log): {len(new_list)}")
-        for name, x in new_list:
+    if args.list in ("review", "new", "all") and new_list:
+        shown = new_list if args.list != "review" else [(n, x) for n, x in new_list if x["code"][3] != "1"]
+        print(f"\nnew (not in the review log): {len(new_list)}"
+              + (f"; {len(new_list) - len(shown)} unsampled XLA1xx not listed (--list new)"
+                 if len(shown) < len(new_list) else ""))
+        for name, x in shown:
             print(f"  {name}/{x['path']}:{x['line']}:{x['col']}: {x['code']} {x['source'][:100]}")
-    if args.list in ("gone", "all") and gone_list:
+    if args.list in ("review", "gone", "all") and gone_list:
         print(f"\ngone (reviewed, no longer reported): {len(gone_list)}")
         for name, r in gone_list:
             print(f"  {name}/{r['path']}:{r['line']}: {r['code']} [{r['verdict']}] {r['source'][:100]}")
