@@ -177,7 +177,8 @@ class _Reader:
             return
         source = "".join(text + "\n" for text in texts)
         if cell is not None:
-            origin = tuple((number, 0) for number in range(1, len(texts) + 1))
+            code = [line for line in layout.lines if not line.output]
+            origin = tuple((number, len(line.indent)) for number, line in enumerate(code, 1))
         else:
             origin = tuple((layout.start + position + 1, len(line.indent) + len(line.prompt))
                            for position, line in enumerate(layout.lines) if not line.output)
@@ -218,7 +219,12 @@ def _ipython(lines: List[str]) -> Union[str, Tuple[List[str], FrozenSet[int]]]:
     replaced = set()
     first = next((k for k, line in enumerate(lines) if line.strip()), None)
     if first is not None and lines[first].lstrip().startswith("%%"):
-        name = (lines[first].lstrip()[2:].split() or [""])[0]
+        words = lines[first].lstrip()[2:].split() or [""]
+        name = words[0]
+        if name == "writefile" and len(words) > 1 and words[-1].strip("'\"").endswith(".py"):
+            # the body is a Python file written as it stands: no IPython syntax to replace in it
+            out[first] = _indentation(lines[first]) + "pass" + _MARKER.format(first + 1)
+            return out, frozenset({first + 1})
         if name not in _PYTHON_CELL_MAGICS:
             return f"cell magic %%{name}"
         out[first] = _indentation(lines[first]) + "pass" + _MARKER.format(first + 1)
@@ -541,12 +547,26 @@ def _read_notebook(reader: _Reader, text: str) -> None:
             continue
         span = _members(text, cell_start)["source"]
         lines = [_Line("", "", *_split_ending(line)) for line in _split_lines(joined)]
-        layout = _Layout(lines, 0, "", span=span)
+        indent = _cell_indent(lines)
+        layout = _Layout(lines, 0, indent, span=span)
         json_lines: Tuple[int, ...] = ()
         if stored_as_list:
             layout.elements = _elements(text, span[0])
             json_lines = _json_lines(lines, source, layout.elements, counter)
         reader.add(layout, "cell", number, ipython=True, cell=number, json_lines=json_lines)
+
+
+def _cell_indent(lines: List[_Line]) -> str:
+    """IPython removes the indentation of a cell's first non-blank line from every line that
+    starts with it before running the cell; so do we (the removed text stays in ``_Line.indent``,
+    so positions and the rewrite keep it)."""
+    first = next((line for line in lines if line.text.strip()), None)
+    indent = _indentation(first.text) if first is not None else ""
+    if indent:
+        for line in lines:
+            if line.text.startswith(indent):
+                line.indent, line.text = indent, line.text[len(indent):]
+    return indent
 
 
 def _kernel_language(metadata: object) -> Optional[str]:
@@ -584,7 +604,7 @@ def _json_lines(lines: List[_Line], parts: List[str], elements: List[Tuple[int, 
             part += 1
             part_end += len(parts[part])
         out.append(counter.at(elements[part][0]))
-        offset += len(line.text) + len(line.ending)
+        offset += len(line.indent) + len(line.text) + len(line.ending)
     return tuple(out)
 
 

@@ -61,7 +61,7 @@ def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -
             continue
         node = argument_hits(row, call)
         if node is not None:
-            yield LifecycleUse(row, state, node, ref.written_prefix(ref.qualname) + "()", ref=ref)
+            yield LifecycleUse(row, state, node, _named(ref, ref.qualname, "()"), ref=ref)
 
 
 def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional[ast.Call],
@@ -80,10 +80,17 @@ def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional
         return LifecycleUse(row, state, ref.node, matched, ref=ref)
     if row.kind == "module" and _within(ref.root_qualname, matched):
         return None  # the import that bound the root name is already reported
-    api = ref.written_prefix(matched)
-    if call is not None and matched == ref.qualname and row.kind != "module":
-        api += "()"
-    return LifecycleUse(row, state, ref.node, api, ref=ref)
+    call_parens = "()" if call is not None and matched == ref.qualname and row.kind != "module" else ""
+    return LifecycleUse(row, state, ref.node, _named(ref, matched, call_parens), ref=ref)
+
+
+def _named(ref: Reference, qualname: str, suffix: str) -> str:
+    """The API as written; an alias whose name is not the API's own (``rank_of`` for
+    ``get_ordinal``) also names the real API, so the message says what was removed."""
+    written = ref.written_prefix(qualname)
+    if written.rsplit(".", 1)[-1] != qualname.rsplit(".", 1)[-1]:
+        return f"{written}{suffix} ({qualname})"
+    return written + suffix
 
 
 def _within(name: str, module: str) -> bool:
@@ -93,14 +100,33 @@ def _within(name: str, module: str) -> bool:
 def _env_uses(ref: Reference, model: SemanticModel, table: ApiTable, target: Version) -> Iterator[LifecycleUse]:
     for key_node, value_node in _env_assignments(ref, model):
         key = _string(key_node)
-        if key is None or _switches_off(value_node):
+        if key is None:
             continue
-        row = table.env_row(key, _string(value_node) if value_node is not None else None)
-        if row is None:
-            continue
-        state = row.state(target)
-        if state:
-            yield LifecycleUse(row, state, key_node, key, _string(value_node) if value_node is not None else None)
+        seen = set()
+        for candidate in _candidate_values(value_node):
+            if _switches_off(candidate):
+                continue
+            value = _string(candidate) if candidate is not None else None
+            row = table.env_row(key, value)
+            if row is None or row.id in seen:
+                continue
+            seen.add(row.id)  # one diagnostic per table row, however many entries pick it
+            state = row.state(target)
+            if state:
+                yield LifecycleUse(row, state, key_node, key, value)
+
+
+def _candidate_values(node: Optional[ast.AST]) -> List[Optional[ast.AST]]:
+    """The values an environment variable may be set to: a constant, each constant value of a
+    dict of constants indexed by something (``{"cuda": "GPU", "tpu": "TPU"}[dev]``), or both
+    arms of a conditional expression."""
+    if type(node) is ast.Subscript and type(node.value) is ast.Dict:
+        values = node.value.values
+        if all(type(v) is ast.Constant for v in values):
+            return list(values)
+    if type(node) is ast.IfExp:
+        return _candidate_values(node.body) + _candidate_values(node.orelse)
+    return [node]
 
 
 def _env_assignments(ref: Reference, model: SemanticModel) -> Iterator[Tuple[ast.AST, Optional[ast.AST]]]:

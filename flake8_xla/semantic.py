@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Tuple
+
+from .versions import Version
 
 # Guard bits carried down the walk.
 COMPAT = 1  # try/except ImportError|AttributeError, hasattr branch, version branch
@@ -36,7 +38,8 @@ _REQUIREMENT_TEXT = re.compile(r"(?i)torch[-_]xla\s*(?:>=|<=|==|~=|!=|>|<)")
 
 
 class Scope:
-    __slots__ = ("kind", "parent", "bindings", "globals", "nonlocals", "stars", "imports")
+    __slots__ = ("kind", "parent", "bindings", "globals", "nonlocals", "stars", "imports", "values",
+                 "self_name", "attrs")
 
     def __init__(self, kind: str, parent: Optional["Scope"]) -> None:
         self.kind = kind  # module | class | function | comprehension
@@ -46,6 +49,12 @@ class Scope:
         self.nonlocals: set = set()
         self.stars: List[str] = []  # modules star-imported here
         self.imports: Dict[str, List[ast.stmt]] = {}  # name -> import statements binding it here
+        # name -> the expression of its only plain assignment here (None: assigned more than once);
+        # read by the release-guard evaluation (``XLA_GE_2_1 = RequirementCache(...)``)
+        self.values: Dict[str, Optional[ast.expr]] = {}
+        # methods: the name of the instance parameter (``self``); classes: ``self.<attr>`` assignments
+        self.self_name: Optional[str] = None
+        self.attrs: Dict[str, List[Tuple[ast.expr, "Scope"]]] = {}
 
     def _owner(self, name: str) -> "Scope":
         if name in self.globals:
@@ -95,6 +104,12 @@ class Scope:
             scope = scope.parent
         return scope
 
+    def value_of(self, name: str) -> Optional[Tuple[ast.expr, "Scope"]]:
+        """The expression ``name`` was assigned once in the scope this scope sees it from."""
+        owner = self.owner_of(name)
+        value = owner.values.get(name) if owner is not None else None
+        return (value, owner) if value is not None else None
+
 
 class Reference(NamedTuple):
     """A use of an imported name, resolved to its qualified name."""
@@ -108,6 +123,7 @@ class Reference(NamedTuple):
     is_import: bool
     statement: Optional[ast.AST]  # the import statement, for import references
     scope: Optional[Scope] = None  # the scope the reference sits in
+    root_parts: int = 1  # written parts that make up the root: 2 for ``self._xm`` bound to a module
 
     @property
     def call(self) -> Optional[ast.Call]:
@@ -121,7 +137,7 @@ class Reference(NamedTuple):
         if self.is_import:
             return qualname
         extra = qualname.count(".") - self.root_qualname.count(".")
-        keep = 1 + max(extra, 0)
+        keep = self.root_parts + max(extra, 0)
         return ".".join(self.written[:keep])
 
 
@@ -129,15 +145,23 @@ _Use = Tuple[ast.AST, str, Tuple[str, ...], Scope, int, Optional[ast.AST]]
 
 
 class SemanticModel:
-    """Facts about one module, computed by a single walk of its tree."""
+    """Facts about one module, computed by a single walk of its tree.
+
+    ``target``: the torch_xla release the file is judged against. With it, release guards
+    (``if XLA_GE_2_1:``, version comparisons, ``RequirementCache("torch_xla>=2.1")``) are
+    evaluated: only the branch that cannot run on the target is compat code. Without it (or for a
+    guard that cannot be evaluated) every branch of a guard is compat code.
+    """
 
     def __init__(self, tree: ast.AST, compat_names: frozenset = frozenset(),
-                 star_known: Callable[[str], bool] = lambda q: False) -> None:
+                 star_known: Callable[[str], bool] = lambda q: False,
+                 target: Optional[Version] = None) -> None:
         self._compat_names = compat_names
         self._star_known = star_known
+        self.target = target
         self._uses: List[_Use] = []
         self._imports: List[Tuple[ast.alias, str, int, ast.AST, Scope]] = []
-        self._compat_tests: Dict[ast.AST, bool] = {}  # an If test is asked twice: block and branch
+        self._guards: Dict[ast.AST, Optional["Guard"]] = {}  # an If test is asked twice: block and branch
         # Subscript assignment targets -> assigned value (``os.environ[k] = v``).
         self.assigned: Dict[ast.AST, ast.expr] = {}
         self.module_scope = Scope("module", None)
@@ -152,6 +176,14 @@ class SemanticModel:
             bound = scope.lookup(root)
             if bound is None:
                 bound = self._from_star(scope, root)
+            if bound == LOCAL and parts:
+                attribute = self.instance_attribute(scope, root, parts[0])
+                if attribute is not None:
+                    rest = ".".join(parts[1:])
+                    qualname = f"{attribute}.{rest}" if rest else attribute
+                    yield Reference(node, qualname, attribute, (root,) + parts, guard, parent, False, None,
+                                    scope, 2)
+                continue
             if not bound or bound in (AMBIGUOUS, PLACEHOLDER):
                 continue
             qualname = bound + "." + ".".join(parts) if parts else bound
@@ -163,6 +195,31 @@ class SemanticModel:
             if self._star_known(candidate):
                 return candidate
         return None
+
+    def instance_attribute(self, scope: Scope, root: str, attr: str) -> Optional[str]:
+        """What ``self.<attr>`` holds when every method of the class that assigns it assigns the
+        same torch_xla module or object (``self._xm = xm``); None otherwise."""
+        owner = scope.owner_of(root)
+        if owner is None or owner.self_name != root or owner.parent is None:
+            return None
+        found = None
+        for value, where in owner.parent.attrs.get(attr, ()):
+            resolved = _resolve_chain(value, where)
+            if resolved is None or not resolved.startswith("torch_xla") or found not in (None, resolved):
+                return None
+            found = resolved
+        return found
+
+    def resolve(self, node: ast.AST, scope: Scope) -> Optional[str]:
+        """The qualified name a Name/Attribute chain refers to, as far as the walk has seen."""
+        resolved = _resolve_chain(node, scope)
+        if resolved is None:
+            parts = _dotted(node).split(".")
+            if len(parts) >= 2:
+                attribute = self.instance_attribute(scope, parts[0], parts[1])
+                if attribute is not None:
+                    return ".".join([attribute] + parts[2:])
+        return resolved
 
     # -- the walk -------------------------------------------------------------------------
     def _walk(self, tree: ast.AST) -> None:
@@ -216,12 +273,18 @@ class SemanticModel:
 
     def _block(self, statements: List[ast.stmt], guard: int,
                scope: Optional[Scope] = None) -> List[Tuple[ast.AST, int]]:
-        """Statements with their guards: after ``if <compat test>: ... return``, the rest of the
-        block is the fallback branch of that check."""
+        """Statements with their guards: after ``if <release guard>: ... return``, the rest of the
+        block is the other branch of that check, compat code unless it can run on the target."""
         out = []
         for stmt in statements:
             out.append((stmt, guard))
-            if type(stmt) is ast.If and _terminates(stmt.body) and self.is_compat_test(stmt.test, scope):
+            if type(stmt) is ast.If and _terminates(stmt.body):
+                checked = self.release_guard(stmt.test, scope)
+                if checked is None or not checked.orelse_compat:
+                    continue
+                # `if not XLA_GE_2_1: raise ...` stops old releases; it is no fallback for the rest
+                if checked.unknown and type(stmt.body[-1]) is ast.Raise:
+                    continue
                 guard |= COMPAT
         return out
 
@@ -232,40 +295,375 @@ class SemanticModel:
     # -- compat-guard tests ---------------------------------------------------------------
     def is_compat_test(self, test: ast.expr, scope: Optional[Scope] = None) -> bool:
         """True for ``hasattr(xr, "world_size")``-style feature checks and version checks."""
-        cached = self._compat_tests.get(test)
-        if cached is None:
-            cached = self._compat_tests[test] = self._is_compat_test(test, scope)
-        return cached
+        return self.release_guard(test, scope) is not None
 
-    def _is_compat_test(self, test: ast.expr, scope: Optional[Scope]) -> bool:
-        for node in ast.walk(test):
+    def release_guard(self, test: ast.expr, scope: Optional[Scope] = None) -> Optional["Guard"]:
+        """Which branches of a test on the torch_xla release are compat code; None when the test
+        is not about the release."""
+        if test in self._guards:
+            return self._guards[test]
+        value = _Evaluator(self, scope or self.module_scope).truth(test)
+        guard = None
+        if value.release:
+            if value.unknown or not value.possible:
+                guard = Guard(True, True, True)
+            else:
+                guard = Guard(True not in value.possible, False not in value.possible, False)
+        self._guards[test] = guard
+        return guard
+
+
+class Guard(NamedTuple):
+    """A release check: whether its body and its else branch are compat code on the target."""
+
+    body_compat: bool
+    orelse_compat: bool
+    unknown: bool  # the check could not be evaluated against the target: both branches are compat
+
+
+def _resolve_chain(node: ast.AST, scope: Scope) -> Optional[str]:
+    text = _dotted(node)
+    if not text:
+        return None
+    root, _, rest = text.partition(".")
+    bound = scope.lookup(root)
+    if not bound or bound in (AMBIGUOUS, PLACEHOLDER):
+        return None
+    return f"{bound}.{rest}" if rest else bound
+
+
+# -- release guards --------------------------------------------------------------------------
+
+_TRUE, _FALSE = frozenset({True}), frozenset({False})
+_EITHER = frozenset({True, False})
+_OPS = {
+    ast.GtE: lambda a, b: a >= b, ast.Gt: lambda a, b: a > b, ast.LtE: lambda a, b: a <= b,
+    ast.Lt: lambda a, b: a < b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+}
+_OP_WORDS = {
+    ">=": ast.GtE, ">": ast.Gt, "<=": ast.LtE, "<": ast.Lt, "==": ast.Eq, "!=": ast.NotEq,
+    "ge": ast.GtE, "gt": ast.Gt, "le": ast.LtE, "lt": ast.Lt, "eq": ast.Eq, "ne": ast.NotEq,
+}
+_FLIP = {ast.GtE: ast.LtE, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.Lt: ast.Gt, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+# a flag that names a release in its name: XLA_GE_2_1, _XLA_AVAILABLE_GE_2_1,
+# _TORCH_XLA_GREATER_EQUAL_2_1, _TORCH_GREATER_EQUAL_2_0, IS_XLA_2_1_OR_NEWER
+_FLAG_OPS = (
+    ("GREATER_EQUAL", ast.GtE), ("GREATER_OR_EQUAL", ast.GtE), ("AT_LEAST", ast.GtE), ("ATLEAST", ast.GtE),
+    ("GE", ast.GtE), ("MIN", ast.GtE), ("GREATER_THAN", ast.Gt), ("GREATER", ast.Gt), ("NEWER_THAN", ast.Gt),
+    ("GT", ast.Gt), ("LESS_EQUAL", ast.LtE), ("LESS_OR_EQUAL", ast.LtE), ("LE", ast.LtE),
+    ("LESS_THAN", ast.Lt), ("LESS", ast.Lt), ("OLDER_THAN", ast.Lt), ("BEFORE", ast.Lt), ("LT", ast.Lt),
+    ("BELOW", ast.Lt), ("EQUAL", ast.Eq), ("EQ", ast.Eq),
+)
+_FLAG = re.compile(
+    r"(?:^|_)(?P<op>" + "|".join(word for word, _ in _FLAG_OPS) + r")_?V?(?P<v>\d+(?:_\d+){1,2})(?:_|$)"
+    r"|(?:^|_)V?(?P<v2>\d+(?:_\d+){1,2})_?(?P<suffix>OR_NEWER|OR_LATER|OR_ABOVE|OR_GREATER|PLUS|OR_OLDER"
+    r"|OR_EARLIER|OR_BELOW|OR_LESS)(?:_|$)"
+)
+_FLAG_OP = dict(_FLAG_OPS)
+_AVAILABLE = re.compile(r"(?i)xla\w*available|available\w*xla|has_(?:torch_)?xla$")
+_PACKAGE = re.compile(r"(?i)\s*(torch[-_.]xla|torch)\s*(?:\[[^\]]*\])?\s*(.*)")
+_SPEC = re.compile(r"\s*(~=|===|==|!=|>=|<=|>|<)\s*v?([\d.*]+)\s*")
+_VERSION_TEXT = re.compile(r"\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+_VERSION_OF_NAME = re.compile(r"(?i)(?:xla|torch)\w*version|version\w*(?:xla|torch)")
+
+
+class _Truth(NamedTuple):
+    possible: FrozenSet[bool]  # the values the test can take on the target
+    release: bool = False  # the test depends on the torch/torch_xla release
+    unknown: bool = False  # ... in a way that could not be evaluated
+
+
+_FREE = _Truth(_EITHER)
+
+
+class _Evaluator:
+    """Evaluates a test against the target release, three-valued. torch and torch_xla releases
+    go in lockstep (torch_xla 2.x needs torch 2.x), so a torch version check is judged against
+    the same major.minor."""
+
+    def __init__(self, model: SemanticModel, scope: Scope) -> None:
+        self.model = model
+        self.scope = scope
+        self.target = model.target
+        self.depth = 0
+
+    def truth(self, node: ast.AST) -> _Truth:
+        if self.depth > 20:
+            return _Truth(_EITHER, True, True)
+        self.depth += 1
+        try:
+            return self._truth(node)
+        finally:
+            self.depth -= 1
+
+    def _truth(self, node: ast.AST) -> _Truth:
+        kind = type(node)
+        if kind is ast.UnaryOp and type(node.op) is ast.Not:
+            inner = self.truth(node.operand)
+            return inner._replace(possible=frozenset(not v for v in inner.possible))
+        if kind is ast.BoolOp:
+            parts = [self.truth(v) for v in node.values]
+            if type(node.op) is ast.And:
+                can_true = all(True in p.possible for p in parts)
+                can_false = any(False in p.possible for p in parts)
+            else:
+                can_true = any(True in p.possible for p in parts)
+                can_false = all(False in p.possible for p in parts)
+            possible = frozenset(v for v, ok in ((True, can_true), (False, can_false)) if ok)
+            return _Truth(possible, any(p.release for p in parts), any(p.unknown for p in parts))
+        if kind is ast.Compare:
+            return self._compare(node)
+        if kind is ast.Call:
+            return self._call(node)
+        if kind in (ast.Name, ast.Attribute):
+            return self._flag(node)
+        return self._leftover(node)
+
+    def _leftover(self, node: ast.AST) -> _Truth:
+        """A test we cannot evaluate: still a release check (compat both ways) when it mentions
+        a release the way the old heuristics recognise."""
+        for sub in ast.walk(node):
+            kind = type(sub)
+            if kind is ast.Attribute:
+                if sub.attr == "__version__":
+                    base = _dotted(sub.value).lower()
+                    if "xla" in base or "torch" in base:
+                        return _Truth(_EITHER, True, True)
+                elif _VERSION_NAME.search(sub.attr):
+                    return _Truth(_EITHER, True, True)
+            elif kind is ast.Name:
+                if _VERSION_NAME.search(sub.id):
+                    return _Truth(_EITHER, True, True)
+            elif kind is ast.Constant and type(sub.value) is str:
+                if _REQUIREMENT_TEXT.search(sub.value):
+                    return _Truth(_EITHER, True, True)
+            elif kind is ast.Call and self._feature_check(sub):
+                return _Truth(_EITHER, True, True)
+        return _FREE
+
+    # -- atoms ------------------------------------------------------------------------------------
+    def _flag(self, node: ast.AST) -> _Truth:
+        name = node.id if type(node) is ast.Name else node.attr
+        if type(node) is ast.Name:
+            assigned = self.scope.value_of(name)
+            if assigned is not None:
+                value, where = assigned
+                inner = _Evaluator(self.model, where)
+                inner.depth = self.depth
+                result = inner.truth(value)
+                if result.release and not result.unknown:
+                    return result
+        parsed = _flag_version(name)
+        if parsed is not None:
+            op, version = parsed
+            return self._judge(op, version)
+        if _AVAILABLE.search(name):
+            return _Truth(_TRUE)  # the target has torch_xla installed; alone this is no release check
+        return self._leftover(node)
+
+    def _call(self, node: ast.Call) -> _Truth:
+        func = node.func
+        name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+        lowered = name.lower()
+        strings = [a.value for a in node.args if type(a) is ast.Constant and type(a.value) is str]
+        if self._feature_check(node):
+            return _Truth(_EITHER, True, True)
+        if name in ("hasattr", "getattr"):
+            return _FREE
+        if "requirement" in lowered or "package_available" in lowered or "module_available" in lowered:
+            if strings:
+                return self._requirement(strings[0]) if _PACKAGE.fullmatch(strings[0]) else _FREE
+        if "version" in lowered or "greater" in lowered or "less" in lowered:
+            return self._version_helper(node, lowered, strings)
+        if _AVAILABLE.search(name):
+            return _Truth(_TRUE)
+        return self._leftover(node)
+
+    def _feature_check(self, node: ast.AST) -> bool:
+        """``hasattr``/``getattr`` on a torch_xla module or object: a feature check we cannot
+        evaluate. On anything else (``hasattr(args, "tpu")``) it is no release check at all."""
+        if type(node) is not ast.Call:
+            return False
+        func = node.func
+        if not (type(func) is ast.Name and func.id in ("hasattr", "getattr") and len(node.args) >= 2):
+            return False
+        resolved = self.model.resolve(node.args[0], self.scope)
+        return resolved is not None and resolved.split(".", 1)[0] == "torch_xla"
+
+    def _requirement(self, text: str) -> _Truth:
+        match = _PACKAGE.fullmatch(text)
+        if match is None:
+            return _FREE
+        spec = match.group(2).strip()
+        if not spec:
+            return _Truth(_TRUE) if "xla" in match.group(1).lower() else _FREE
+        results = []
+        for clause in spec.split(","):
+            found = _SPEC.fullmatch(clause)
+            if found is None:
+                return _Truth(_EITHER, True, True)
+            op, version = found.groups()
+            if op == "~=":
+                parsed = _version_tuple(version)
+                if parsed is None:
+                    return _Truth(_EITHER, True, True)
+                results.append(self._judge(ast.GtE, parsed))
+                continue
+            if version.endswith(".*") and op in ("==", "!="):
+                prefix = _version_tuple(version[:-2])
+                if prefix is None or self.target is None:
+                    return _Truth(_EITHER, True, True)
+                same = (self.target.major, self.target.minor)[:len([p for p in version[:-2].split(".")])] == \
+                    prefix[:len(version[:-2].split("."))]
+                results.append(_Truth(_TRUE if same == (op == "==") else _FALSE, True))
+                continue
+            parsed = _version_tuple(version)
+            if parsed is None:
+                return _Truth(_EITHER, True, True)
+            results.append(self._judge(_OP_WORDS["==" if op == "===" else op], parsed))
+        return _Truth(_FALSE if any(r.possible == _FALSE for r in results) else
+                      _TRUE if all(r.possible == _TRUE for r in results) else _EITHER,
+                      True, any(r.unknown for r in results))
+
+    def _version_helper(self, node: ast.Call, lowered: str, strings: List[str]) -> _Truth:
+        """``compare_version("torch_xla", operator.ge, "2.1")``, ``is_torch_version(">=", "2.1")``,
+        ``is_torch_greater_or_equal("2.1")``: a package, an operator and a version."""
+        package = next((s for s in strings if re.fullmatch(r"(?i)torch([-_.]xla)?", s)), None)
+        if package is None and "torch" not in lowered and "xla" not in lowered:
+            return self._leftover(node)
+        op = None
+        for arg in node.args:
+            word = arg.value if type(arg) is ast.Constant and type(arg.value) is str else \
+                arg.attr if type(arg) is ast.Attribute else arg.id if type(arg) is ast.Name else None
+            if word in _OP_WORDS:
+                op = _OP_WORDS[word]
+        if op is None:
+            for words, candidate in (("greater_or_equal", ast.GtE), ("greater_equal", ast.GtE),
+                                     ("greater", ast.Gt), ("less_or_equal", ast.LtE), ("less", ast.Lt)):
+                if words in lowered:
+                    op = candidate
+                    break
+        version = next((v for v in (_version_tuple(s) for s in strings if s != package) if v is not None), None)
+        if op is None or version is None:
+            return _Truth(_EITHER, True, True)
+        return self._judge(op, version)
+
+    def _compare(self, node: ast.Compare) -> _Truth:
+        results = []
+        left = node.left
+        for op, right in zip(node.ops, node.comparators):
+            if type(op) not in _OPS:
+                return self._leftover(node)
+            if self._version_of(left) and not self._version_of(right):
+                constant, kind = _constant_version(right), type(op)
+            elif self._version_of(right) and not self._version_of(left):
+                constant, kind = _constant_version(left), _FLIP[type(op)]
+            else:
+                return self._leftover(node)
+            if constant is None:
+                return _Truth(_EITHER, True, True)
+            results.append(self._judge(kind, constant))
+            left = right
+        return _Truth(_FALSE if any(r.possible == _FALSE for r in results) else
+                      _TRUE if all(r.possible == _TRUE for r in results) else _EITHER,
+                      True, any(r.unknown for r in results))
+
+    def _version_of(self, node: ast.AST, depth: int = 0) -> bool:
+        """Whether ``node`` is the installed torch/torch_xla version, in any usual spelling."""
+        while depth < 12:
+            depth += 1
             kind = type(node)
+            if kind is ast.Attribute:
+                if node.attr == "__version__":
+                    base = self.model.resolve(node.value, self.scope) or _dotted(node.value)
+                    return base.split(".", 1)[0] in ("torch", "torch_xla") or "xla" in base.lower()
+                if node.attr in ("base_version", "release", "public", "version"):
+                    node = node.value
+                    continue
+                return False
+            if kind is ast.Subscript:
+                node = node.value
+                continue
+            if kind in (ast.GeneratorExp, ast.ListComp):
+                node = node.generators[0].iter
+                continue
             if kind is ast.Call:
                 func = node.func
-                name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+                fname = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
                 strings = [a.value for a in node.args if type(a) is ast.Constant and type(a.value) is str]
-                if name in ("hasattr", "getattr") and len(node.args) >= 2 and strings:
-                    target = _dotted(node.args[0])
-                    bound = scope.lookup(target.split(".", 1)[0]) if scope and target else None
-                    if (strings[-1] in self._compat_names or "xla" in target.lower()
-                            or (bound or "").startswith("torch_xla")):
-                        return True
-                if "version" in name.lower() and any(re.fullmatch(r"(?i)torch[-_]xla", s) for s in strings):
+                if fname in ("getattr",) and len(node.args) >= 2 and strings[:1] == ["__version__"]:
+                    node = ast.Attribute(value=node.args[0], attr="__version__", ctx=ast.Load())
+                    continue
+                if any(re.fullmatch(r"(?i)torch([-_.]xla)?", s) for s in strings) and (
+                        "version" in fname.lower() or "distribution" in fname.lower()):
                     return True
-            elif kind is ast.Attribute:
-                if node.attr == "__version__":
-                    base = _dotted(node.value).lower()
-                    if "xla" in base or "torch" in base:
-                        return True
-                elif _VERSION_NAME.search(node.attr):
-                    return True
-            elif kind is ast.Name:
-                if _VERSION_NAME.search(node.id):
-                    return True
-            elif kind is ast.Constant and type(node.value) is str:
-                if _REQUIREMENT_TEXT.search(node.value):
-                    return True
+                if fname == "split" and type(func) is ast.Attribute:
+                    node = func.value
+                    continue
+                if fname == "map" and len(node.args) == 2:
+                    node = node.args[1]
+                    continue
+                if len(node.args) == 1 and not node.keywords:
+                    node = node.args[0]
+                    continue
+                return False
+            if kind is ast.Name:
+                assigned = self.scope.value_of(node.id)
+                if assigned is not None and assigned[1] is self.scope:
+                    node = assigned[0]
+                    continue
+                return bool(_VERSION_OF_NAME.fullmatch(node.id.strip("_")))
+            return False
         return False
+
+    def _judge(self, op: type, version: Tuple[int, int, int]) -> _Truth:
+        """``<installed release> <op> version`` on the target (taken as its .0 patch release)."""
+        target = self.target
+        if target is None:
+            return _Truth(_EITHER, True, True)
+        if version[:2] == tuple(target) and version[2] != 0:
+            return _Truth(_EITHER, True, True)  # a patch release of the target: either way
+        value = _OPS[op]((target.major, target.minor, 0), version)
+        return _Truth(_TRUE if value else _FALSE, True)
+
+
+def _flag_version(name: str) -> Optional[Tuple[type, Tuple[int, int, int]]]:
+    upper = name.upper()
+    if "XLA" not in upper and "TORCH" not in upper:
+        return None
+    match = _FLAG.search(upper)
+    if match is None:
+        return None
+    if match.group("op"):
+        op, digits = _FLAG_OP[match.group("op")], match.group("v")
+    else:
+        suffix = match.group("suffix")
+        op = ast.LtE if suffix.startswith(("OR_OLDER", "OR_EARLIER", "OR_BELOW", "OR_LESS")) else ast.GtE
+        digits = match.group("v2")
+    numbers = [int(n) for n in digits.split("_")] + [0]
+    return op, (numbers[0], numbers[1], numbers[2])
+
+
+def _version_tuple(text: str) -> Optional[Tuple[int, int, int]]:
+    match = _VERSION_TEXT.match(text)
+    if match is None or match.group(2) is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def _constant_version(node: ast.AST) -> Optional[Tuple[int, int, int]]:
+    """``"2.1"``, ``(2, 1)``, ``Version("2.1")``, ``version.parse("2.1.0")`` as a release tuple."""
+    if type(node) is ast.Constant and type(node.value) is str:
+        return _version_tuple(node.value)
+    if type(node) in (ast.Tuple, ast.List):
+        numbers = [e.value for e in node.elts if type(e) is ast.Constant and type(e.value) is int]
+        if len(numbers) != len(node.elts) or len(numbers) < 2:
+            return None
+        numbers += [0]
+        return numbers[0], numbers[1], numbers[2]
+    if type(node) is ast.Call and len(node.args) == 1 and not node.keywords:
+        return _constant_version(node.args[0])
+    return None
 
 
 def _dotted(node: ast.AST) -> str:
@@ -301,6 +699,10 @@ def _visit_function(model: SemanticModel, node, parent, scope: Scope, guard: int
     all_args += [a for a in (args.vararg, args.kwarg) if a is not None]
     for arg in all_args:
         inner.bind(arg.arg, LOCAL)
+    positional = args.posonlyargs + args.args
+    if (scope.kind == "class" and type(node) is not ast.Lambda and positional
+            and not any(_dotted(d) == "staticmethod" for d in node.decorator_list)):
+        inner.self_name = positional[0].arg  # self (or cls): its attributes live in the class scope
     if type(node) is ast.Lambda:
         push((node.body, node, inner, guard))
     else:
@@ -380,6 +782,10 @@ def _visit_try(model: SemanticModel, node, parent, scope: Scope, guard: int, pus
     model._push_block(node.finalbody, node, scope, guard, push)
     model._push_block(node.orelse, node, scope, guard, push)
     handler_guard = guard | extra | (FALLBACK if extra & COMPAT else 0)
+    if extra & (COMPAT | BROAD) and not _binds_alternative(node):
+        # `except ImportError: pass` (or a log line, or a flag): on a release without the module
+        # the feature is silently off, so the imports of the try body are no compat code
+        extra &= ~(COMPAT | BROAD)
     for handler in reversed(node.handlers):
         if handler.name:
             scope.bind(handler.name, LOCAL)
@@ -389,11 +795,56 @@ def _visit_try(model: SemanticModel, node, parent, scope: Scope, guard: int, pus
     model._push_block(node.body, node, scope, guard | extra, push)
 
 
+def _binds_alternative(node: ast.Try) -> bool:
+    """Whether a handler of a try that imports something binds an alternative: imports another
+    module, or assigns (even ``xs = None``: the code after it checks the name), defines or imports
+    one of the names the try body imports. A try body without imports is left as compat code."""
+    imported = set()
+    for stmt in node.body:
+        for sub in ast.walk(stmt):
+            if type(sub) in (ast.Import, ast.ImportFrom):
+                for alias in sub.names:
+                    imported.add(alias.asname or alias.name.split(".", 1)[0])
+    if not imported:
+        return True
+    for handler in node.handlers:
+        names = set(_exception_names(handler))
+        if not names & (_COMPAT_EXCEPTIONS | _BROAD_EXCEPTIONS):
+            continue
+        for stmt in handler.body:
+            for sub in ast.walk(stmt):
+                kind = type(sub)
+                if kind in (ast.Import, ast.ImportFrom):
+                    return True
+                if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and sub.name in imported:
+                    return True
+                if kind in (ast.Assign, ast.AnnAssign, ast.AugAssign):
+                    targets = sub.targets if kind is ast.Assign else [sub.target]
+                    if any(type(n) is ast.Name and n.id in imported for t in targets for n in ast.walk(t)):
+                        return True
+    return False
+
+
 def _visit_conditional(model: SemanticModel, node, parent, scope: Scope, guard: int, push) -> None:
-    tests = node.values if type(node) is ast.BoolOp else [node.test]
-    if any(model.is_compat_test(t, scope) for t in tests):
-        guard |= COMPAT
-    model._push_children(node, scope, guard, push)
+    if type(node) is ast.BoolOp:
+        if any(model.is_compat_test(t, scope) for t in node.values):
+            guard |= COMPAT
+        model._push_children(node, scope, guard, push)
+        return
+    checked = model.release_guard(node.test, scope)
+    if checked is None:
+        model._push_children(node, scope, guard, push)
+        return
+    # only the branch that cannot run on the target is compat code
+    body_guard = guard | COMPAT if checked.body_compat else guard
+    else_guard = guard | COMPAT if checked.orelse_compat else guard
+    if type(node) is ast.If:
+        model._push_block(node.orelse, node, scope, else_guard, push)
+        model._push_block(node.body, node, scope, body_guard, push)
+    else:
+        push((node.orelse, node, scope, else_guard))
+        push((node.body, node, scope, body_guard))
+    push((node.test, node, scope, guard | COMPAT if checked.unknown else guard))
 
 
 def _visit_assign(model: SemanticModel, node, parent, scope: Scope, guard: int, push) -> None:
@@ -405,12 +856,29 @@ def _visit_assign(model: SemanticModel, node, parent, scope: Scope, guard: int, 
             model.assigned[target] = value
         if type(target) is ast.Name and placeholder:
             scope.bind(target.id, PLACEHOLDER)
+        if type(target) is ast.Name and value is not None and type(node) is ast.Assign:
+            owner = scope._owner(target.id)
+            owner.values[target.id] = value if target.id not in owner.values else None
+        elif type(target) is ast.Attribute and type(target.value) is ast.Name and value is not None:
+            _record_instance_attribute(scope, target, value)
     for child in reversed([t for t in targets if not (placeholder and type(t) is ast.Name)]):
         push((child, node, scope, guard))
     if type(node) is ast.AnnAssign:
         push((node.annotation, node, scope, guard))
     if value is not None:
         push((value, node, scope, guard))
+
+
+def _record_instance_attribute(scope: Scope, target: ast.Attribute, value: ast.expr) -> None:
+    """``self.<attr> = value`` in a method: remembered in the class scope, resolved at the end."""
+    method = scope
+    while method.kind == "comprehension" and method.parent is not None:
+        method = method.parent
+    name = target.value.id
+    if type(value) is ast.Constant and value.value is None:
+        return  # a placeholder until some method sets it
+    if scope.owner_of(name) is method and method.self_name == name and method.parent is not None:
+        method.parent.attrs.setdefault(target.attr, []).append((value, scope))
 
 
 def _visit_named_expr(model: SemanticModel, node: ast.NamedExpr, parent, scope: Scope, guard: int, push) -> None:

@@ -47,8 +47,9 @@ class ChangedArgument(LifecycleRule):
         Example(
             "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
             "model = FSDP(model, mark_step_on_finalization=True)\n",
-            expect=((3, 21, "FSDP(): the `mark_step_on_finalization` keyword fails since torch_xla 2.8 "
-                            "(TypeError); use sync_on_finalization= (2.8+)"),),
+            expect=((3, 21, "FSDP() (torch_xla.distributed.fsdp.XlaFullyShardedDataParallel): the "
+                            "`mark_step_on_finalization` keyword fails since torch_xla 2.8 (TypeError); "
+                            "use sync_on_finalization= (2.8+)"),),
             title="a keyword renamed without an alias",
             fixed=("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
                    "\n"
@@ -67,8 +68,9 @@ class ChangedArgument(LifecycleRule):
             "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
             "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n\n"
             "model = FSDPv2(model, mesh)\n",
-            expect=((5, 23, "FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
-                            "(TypeError); pass them as keywords: mesh=..., shard_output=..."),),
+            expect=((5, 23, "FSDPv2() (torch_xla.experimental.spmd_fully_sharded_data_parallel."
+                            "SpmdFullyShardedDataParallel): passing `mesh`/`shard_output` positionally fails since "
+                            "torch_xla 2.4 (TypeError); pass them as keywords: mesh=..., shard_output=..."),),
             title="FSDPv2's mesh is keyword-only",
             fixed=("from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
                    "    SpmdFullyShardedDataParallel as FSDPv2,\n"

@@ -172,6 +172,52 @@ def test_notebook_placeholder_restored_where_the_fix_moved_it():
     assert json.loads(new)["cells"][0]["source"] == ["y = 2\n", "%time f()\n", "x = 1"]
 
 
+def test_notebook_indented_cell_is_dedented_like_ipython():
+    # IPython removes the first line's indentation from every line before running a cell
+    source = "    import torch_xla.core.xla_model as xm\n\n    for step in range(3):\n        xm.mark_step()"
+    text = notebook(new_code_cell(source))
+    document = read_document("n.ipynb", text)
+    (block,) = document.blocks
+    assert block.source == "import torch_xla.core.xla_model as xm\n\nfor step in range(3):\n    xm.mark_step()\n"
+    assert block.origin == ((1, 4), (2, 0), (3, 4), (4, 4))
+    assert block.json_lines == tuple(json_lines(text, source)[0])
+    assert rewrite(document, text, {0: block.source}) == text
+    new = rewrite(document, text, {0: block.source.replace("xm.mark_step()", "torch_xla.sync()")})
+    assert json.loads(new)["cells"][0]["source"] == [
+        "    import torch_xla.core.xla_model as xm\n", "\n", "    for step in range(3):\n", "        torch_xla.sync()"]
+
+
+def test_notebook_indented_cell_diagnostics_keep_their_columns():
+    from flake8_xla.blocks import Program
+    from flake8_xla.engine import lint
+    from flake8_xla.lines import split_lines
+    from flake8_xla.rules.xla102_deprecated_api import DeprecatedApi
+
+    text = notebook(new_code_cell("  import torch_xla.core.xla_model as xm\n  xm.mark_step()"),
+                    new_code_cell("%%writefile -a train.py\nimport torch_xla.core.xla_model as xm\n"
+                                  "def main():\n    xm.mark_step()\n"))
+    document = read_document("n.ipynb", text)
+    program = Program.of(document)
+    found = [program.locate(document, d) for d in lint(split_lines(program.source), None, "n.ipynb", "2.9",
+                                                        rules=[DeprecatedApi()])]
+    assert [(f.cell, f.diagnostic.line, f.diagnostic.col + 1, f.diagnostic.code) for f in found] == [
+        (1, 2, 3, "XLA102"), (2, 4, 5, "XLA102")]
+
+
+def test_notebook_writefile_of_a_python_file_is_linted_as_python():
+    body = "import torch_xla.core.xla_model as xm\nif x % 2:\n    print('!ls')\n"
+    text = notebook(new_code_cell("%%writefile train.py\n" + body), new_code_cell("%%writefile notes.txt\n!!!"),
+                    new_code_cell("%%writefile 'run.py'\nx = 1\n"))
+    document = read_document("n.ipynb", text)
+    assert [b.source for b in document.blocks] == ["pass  # flake8-xla: ipython 1\n" + body,
+                                                   "pass  # flake8-xla: ipython 1\nx = 1\n"]
+    assert [b.cell for b in document.blocks] == [1, 3]
+    assert document.skipped == [(2, "cell magic %%writefile")]
+    new = rewrite(document, text, {0: document.blocks[0].source.replace("import torch_xla.core.xla_model as xm\n",
+                                                                         "import torch_xla\n")})
+    assert json.loads(new)["cells"][0]["source"][:2] == ["%%writefile train.py\n", "import torch_xla\n"]
+
+
 def test_notebook_errors():
     with pytest.raises(DocumentError, match="^not a notebook: invalid JSON at line 3 column 11: Expecting "
                                             "property name enclosed in double quotes$"):
