@@ -48,7 +48,7 @@ class FileContext:
 
     @functools.cached_property
     def model(self) -> SemanticModel:
-        return SemanticModel(self.tree, self.table.leaf_names, self.table.by_name.__contains__)
+        return SemanticModel(self.tree, self.table.leaf_names, self.table.by_name.__contains__, self.target.version)
 
     @functools.cached_property
     def lifecycle_uses(self) -> list:
