@@ -84,6 +84,18 @@ class Program:
             return f"cell {block.cell}, line {origin}"
         return f"line {origin}"
 
+    def block_of(self, line: int) -> Optional[int]:
+        place = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        return None if place is None else place[0]
+
+    def relates_blocks(self, diagnostic: Diagnostic) -> bool:
+        """Whether a diagnostic ties its line to a line of another block ("... on line N"). A guide's
+        blocks share names (an import in the first serves the rest) but are often separate
+        examples, so such a relation is not trusted there; a notebook's cells run in one kernel."""
+        own = self.block_of(diagnostic.line)
+        return any(self.block_of(int(m.group(1))) not in (own, None)
+                   for m in _LINE_REFERENCE.finditer(diagnostic.message))
+
     def split(self, fixed: str) -> Optional[Dict[int, str]]:
         """The blocks of a fixed program, by index; None when its markers did not survive."""
         marks = list(_BOUNDARY_RE.finditer(fixed))
@@ -120,6 +132,8 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
             continue
         tree = ast.parse(program.source, document.path)
         pairs, _ = lint_fixable(program.source, tree, document.path, target, assume_xla=True)
+        if document.kind != "notebook":
+            pairs = [(d, f) for d, f in pairs if not program.relates_blocks(d)]
         out.append((program, [(d, None if f is None else f.safe) for d, f in pairs]))
     return out
 

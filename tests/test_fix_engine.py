@@ -405,3 +405,24 @@ def test_a_removal_that_empties_a_block_leaves_pass_with_the_line_s_ending() -> 
                           {id(s): tree.body[0] for s in block})
     assert apply_edits(source, edits) == "if x:\r\n    pass\r\ny = 1\r\n"
 
+
+def test_a_guide_s_separate_examples_are_not_related_by_line_but_a_notebook_s_cells_are() -> None:
+    from flake8_xla.blocks import lint_document
+
+    def codes(path: str, text: str):
+        document = read_document(path, text)
+        return [(d.code, d.line) for program, raw in lint_document(document, text, target()) for d, _ in raw]
+
+    use = "import torch_xla.core.xla_model as xm\nimport torch\nt = torch.ones(2, device=xm.xla_device())\n"
+    launch = "import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(main, args=())\n"
+    guide = f"# Guide\n\n```python\n{use}```\n\nLater, another example:\n\n```python\n{launch}```\n"
+    one_block = f"# Guide\n\n```python\n{use}{launch}```\n"
+    # the device use in one example and the launch in another: not one program's order
+    assert "XLA306" not in [code for code, _ in codes("guide.md", guide)]
+    assert "XLA306" in [code for code, _ in codes("guide.md", one_block)]
+    # a notebook's cells run in one kernel, in order: the relation holds
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    notebook = nbformat.writes(new_notebook(cells=[new_code_cell(use), new_code_cell(launch)]))
+    assert "XLA306" in [code for code, _ in codes("tut.ipynb", notebook)]
