@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ast
 
-from .loops import COMPILED, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP
+from .loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP
 
 WHERE = {
     TRAINING_LOOP: "on every training step",
     MODEL_LOOP: "on every iteration of a loop that runs the model",
+    DEVICE_LOOP: "on every iteration of a loop over a device loader's batches",
+    CALLBACK: "in a callback that runs on every iteration (output_transform)",
     FORWARD: "on every forward pass",
     COMPILED: "in a torch_xla.compile step",
     DYNAMO: 'in a torch.compile(backend="openxla") function',

@@ -1,11 +1,14 @@
 """Per-step loop detection for the graph rules (XLA3xx), part of the shared semantic layer.
 
 A training loop is a ``for``/``while`` loop whose own body (nested functions and inner loops
-excluded) calls ``.backward()``, an optimizer's ``.step()`` or ``xm.optimizer_step``. Code inside
-it runs once per step; code after it, in an epoch loop around it, or in an evaluation loop (no
-backward, no optimizer step) does not count. A statement under ``if step % N == 0`` (or any
-test using ``%``) is throttled: it runs every N steps, which the rules accept for logging and
-checkpoints.
+excluded) calls ``.backward()``, an optimizer's ``.step()`` or ``xm.optimizer_step``, itself or
+through a function of this file (``loss = train_one_step(model, batch)``). Code inside it (inner
+loops included) runs once per step, and so does the body of every function of this file it calls;
+code after it, in an epoch loop around it, or in an evaluation loop (no backward, no optimizer
+step) does not count. A statement under ``if step % N == 0`` (any test using ``%``, or a name
+assigned one: ``log_now = step % 100 == 0`` ... ``if log_now:``) is throttled: it runs every N
+steps, which the rules accept for logging and checkpoints; so is one that runs once (under
+``if step == 0:``, or in a branch that leaves the loop) or never on XLA (``if torch.cuda.is_available():``).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
 
 from .syntax import walk
 from .semantic import Reference
@@ -30,7 +33,6 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 @dataclass(frozen=True)
 class StepLoop:
     loop: ast.AST  # the For/While node
-    throttled: FrozenSet[int]  # id() of the nodes under an `if ... % ...:` inside it
 
 
 def _own_nodes(nodes: Sequence[ast.AST]) -> Iterator[ast.AST]:
@@ -46,29 +48,31 @@ def _marks_a_step(node: ast.AST, qualnames: Dict[int, str]) -> bool:
     if qualnames.get(id(func)) in STEP_MARKERS:
         return True
     # loss.backward() / optimizer.step() / opt.step(closure): the receiver's type is unknown, so the
-    # method name with autograd's arguments (a turtle's backward(100) has a distance) is the signal
+    # method name with autograd's arguments (a turtle's backward(100) has a distance) is the signal;
+    # accelerator.backward(loss) (Accelerate, Fabric, DeepSpeed) takes the loss as its argument
     return type(func) is ast.Attribute and (
-        (func.attr == "backward" and not node.args and all(k.arg in _BACKWARD_KEYWORDS for k in node.keywords)) or
+        (func.attr == "backward" and all(k.arg in _BACKWARD_KEYWORDS for k in node.keywords) and
+         (not node.args or (len(node.args) == 1 and type(node.args[0]) in (ast.Name, ast.Attribute)))) or
         (func.attr == "step" and len(node.args) <= 1 and "optim" in ast.unparse(func.value).lower()))
 
 
-def _is_throttle(node: ast.AST) -> bool:
-    """``if step % N == 0:`` (any test using ``%``)."""
-    return type(node) is ast.If and any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in walk([node.test]))
+def _uses_mod(test: ast.AST) -> bool:
+    return any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in walk([test]))
 
 
-def _throttled(body: Sequence[ast.stmt]) -> FrozenSet[int]:
-    out = set()
-    for node in _own_nodes(body):
-        if _is_throttle(node):
-            out.update(id(n) for n in _own_nodes(node.body))
-    return frozenset(out)
+def _is_throttle(node: ast.AST, periodic: FrozenSet[str] = frozenset()) -> bool:
+    """``if step % N == 0:`` (any test using ``%``), or ``if log_now:`` where ``log_now`` was
+    assigned such a test."""
+    if type(node) is not ast.If:
+        return False
+    return _uses_mod(node.test) or bool(periodic) and any(
+        type(n) is ast.Name and n.id in periodic for n in walk([node.test]))
 
 
 def step_loops(loops: Sequence[ast.AST], references: Sequence[Reference]) -> List[StepLoop]:
-    """The loops (of those given) that run a training step per iteration."""
+    """The loops (of those given) whose own body runs a training step (not through helpers)."""
     qualnames = {id(r.node): r.qualname for r in references if not r.is_import}
-    return [StepLoop(node, _throttled(node.body)) for node in loops
+    return [StepLoop(node) for node in loops
             if not _over_constants(node) and any(_marks_a_step(n, qualnames) for n in _own_nodes(node.body))]
 
 
@@ -78,32 +82,27 @@ def _over_constants(loop: ast.AST) -> bool:
     return type(items) in (ast.Tuple, ast.List, ast.Set) and all(type(e) is ast.Constant for e in items.elts)
 
 
-def in_step(node: ast.AST, loops: Sequence[StepLoop]) -> bool:
-    """Whether ``node`` runs on every step of a training loop (not throttled, not in a nested def)."""
-    for step in loops:
-        body = step.loop.body
-        if any(n is node for n in _own_nodes(body)) and id(node) not in step.throttled:
-            return True
-    return False
-
-
 # -- step regions: every place whose code runs once per step -------------------------------------
 TRAINING_LOOP = "training loop"  # a loop whose body calls backward / an optimizer step
 MODEL_LOOP = "model loop"  # a loop whose body runs a model on device tensors (evaluation, generation)
+DEVICE_LOOP = "device loop"  # a loop over a device loader's batches (it syncs after every batch)
 COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla.compile / torch_xla.step
 DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
 FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
+CALLBACK = "callback"  # a per-iteration callback given to a library (output_transform=lambda out: ...)
 
 XLA_COMPILE = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
                          "torch_xla.torch_xla.step"})
 _OPENXLA = frozenset({"openxla", "openxla_eval"})
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# keyword arguments whose callable a library runs on every iteration (pytorch-ignite metrics and handlers)
+_PER_STEP_CALLBACKS = frozenset({"output_transform"})
 
 
 @dataclass(frozen=True)
 class StepRegion:
     node: ast.AST  # the loop, function or with statement
-    kind: str  # TRAINING_LOOP, MODEL_LOOP, COMPILED, DYNAMO or FORWARD
+    kind: str  # TRAINING_LOOP, MODEL_LOOP, DEVICE_LOOP, COMPILED, DYNAMO, FORWARD or CALLBACK
 
 
 def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
@@ -111,11 +110,116 @@ def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
     return walk(nodes, SCOPES)
 
 
+class LocalFunctions:
+    """The file's own functions and methods, and which of them a call runs. Resolution is strict
+    (for facts that make a rule speak): a plain name that is no import, ``self.m()`` / ``cls.m()``
+    in a method (the class and its bases in this file), ``Class.m()``, and ``obj.m()`` on a module
+    whose class is the file's only nn.Module defining ``m``. ``loose`` (for facts that make a rule
+    stay silent, such as a sync in a helper) also takes ``anything.m()`` for every ``m`` of the file."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.functions: Dict[str, List[ast.AST]] = {}  # plain (non-method) defs by name
+        self.methods: Dict[str, List[ast.AST]] = {}  # methods by name
+        self.classes: Dict[str, ast.ClassDef] = {}
+        self.owner: Dict[int, ast.ClassDef] = {}  # id(method) -> its class
+        for cls in ctx.nodes_of(ast.ClassDef):
+            self.classes.setdefault(cls.name, cls)
+            for stmt in cls.body:
+                if type(stmt) in _DEFS:
+                    self.owner[id(stmt)] = cls
+                    self.methods.setdefault(stmt.name, []).append(stmt)
+        for fn in ctx.nodes_of(*_DEFS):
+            if id(fn) not in self.owner:
+                self.functions.setdefault(fn.name, []).append(fn)
+        self._callers: Dict[tuple, Dict[int, List[ast.AST]]] = {}
+
+    def defs(self) -> List[ast.AST]:
+        return self.ctx.nodes_of(*_DEFS)
+
+    def targets(self, call: ast.Call, loose: bool = False) -> List[ast.AST]:
+        func = call.func
+        if type(func) is ast.Name:
+            if self.ctx.step_regions.qualnames.get(id(func)) is not None:
+                return []  # an imported function
+            return self.functions.get(func.id, [])
+        if type(func) is not ast.Attribute or func.attr not in self.methods and not loose:
+            return []
+        name, value = func.attr, func.value
+        found: List[ast.AST] = []
+        if type(value) is ast.Name and value.id in ("self", "cls"):
+            cls = self._class_around(call)
+            if cls is not None:
+                found = self._methods_of(cls, name)
+        elif type(value) is ast.Name and value.id in self.classes:
+            found = self._methods_of(self.classes[value.id], name)
+        elif name in self.methods:
+            tensors = self.ctx.tensors
+            owners = {id(self.owner[id(m)]) for m in self.methods[name] if tensors.is_module_class(self.owner[id(m)])}
+            if len(owners) == 1 and tensors.kind(value) == "module":
+                found = [m for m in self.methods[name] if id(self.owner[id(m)]) in owners]
+        if loose and not found:
+            found = self.methods.get(name, []) + self.functions.get(name, [])
+        return found
+
+    def _class_around(self, node: ast.AST) -> Optional[ast.ClassDef]:
+        index = self.ctx.index
+        scope = index.scope_of(node)
+        for candidate in [scope] + index.enclosing(scope):
+            cls = self.owner.get(id(candidate))
+            if cls is not None:
+                return cls
+        return None
+
+    def _methods_of(self, cls: ast.ClassDef, name: str, seen: Optional[Set[int]] = None) -> List[ast.AST]:
+        seen = seen if seen is not None else set()
+        if id(cls) in seen:
+            return []
+        seen.add(id(cls))
+        own = [m for m in self.methods.get(name, ()) if self.owner[id(m)] is cls]
+        if own:
+            return own
+        for base in cls.bases:
+            if type(base) is ast.Name and base.id in self.classes:
+                found = self._methods_of(self.classes[base.id], name, seen)
+                if found:
+                    return found
+        return []
+
+    def reaching(self, direct: Set[int], loose: bool = False, enter_loops: bool = True) -> Set[int]:
+        """id() of the defs in ``direct`` and of every def that calls one of them, directly or
+        through others (a call inside a loop of the caller counts only with ``enter_loops``)."""
+        if not direct:
+            return set()
+        callers = self._caller_graph(loose, enter_loops)
+        out, stack = set(direct), list(direct)
+        while stack:
+            for caller in callers.get(stack.pop(), ()):
+                if id(caller) not in out:
+                    out.add(id(caller))
+                    stack.append(id(caller))
+        return out
+
+    def _caller_graph(self, loose: bool, enter_loops: bool) -> Dict[int, List[ast.AST]]:
+        key = (loose, enter_loops)
+        graph = self._callers.get(key)
+        if graph is None:
+            graph = self._callers[key] = {}
+            stop = SCOPES if enter_loops else SCOPES + LOOPS
+            for fn in self.defs():
+                for node in walk(fn.body, stop):
+                    if type(node) is ast.Call:
+                        for target in self.targets(node, loose):
+                            graph.setdefault(id(target), []).append(fn)
+        return graph
+
+
 class StepRegions:
     """Which region, if any, runs a node once per step. Code under ``if ... % ...:`` (throttled),
-    in nested functions and lambdas (callbacks such as add_step_closure's) belongs to none.
-    Training loops are found on first use; the other regions, which need the tensor layer, only
-    when a rule asks where a node runs."""
+    code that runs once or never on XLA, and nested functions and lambdas (callbacks such as
+    add_step_closure's) belong to none, except the functions of this file that a region calls (they
+    run in it) and a library's per-iteration callbacks. Training loops are found on first use; the
+    other regions, which need the tensor layer, only when a rule asks where a node runs."""
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -125,8 +229,41 @@ class StepRegions:
         return {id(r.node): r.qualname for r in self.ctx.model.references if not r.is_import}
 
     @functools.cached_property
+    def local(self) -> LocalFunctions:
+        return LocalFunctions(self.ctx)
+
+    @functools.cached_property
+    def periodic(self) -> FrozenSet[str]:
+        """Names assigned a test that uses ``%`` (``log_now = (step + 1) % 100 == 0``)."""
+        out = set()
+        for node in self.ctx.nodes_of(ast.Assign):
+            if type(node.value) in (ast.Compare, ast.BoolOp, ast.UnaryOp) and _uses_mod(node.value):
+                out.update(t.id for t in node.targets if type(t) is ast.Name)
+        return frozenset(out)
+
+    @functools.cached_property
+    def stepping_functions(self) -> Set[int]:
+        """id() of the file's functions that run a training step once per call (their own body,
+        outside loops, calls backward / an optimizer step, itself or through another one)."""
+        qualnames = self.qualnames
+        direct = {id(fn) for fn in self.ctx.nodes_of(*_DEFS)
+                  if any(_marks_a_step(n, qualnames) for n in _own_nodes(fn.body))}
+        return self.local.reaching(direct, enter_loops=False)
+
+    @functools.cached_property
     def training_loops(self) -> List[StepLoop]:
-        return step_loops(self.ctx.nodes_of(*LOOPS), self.ctx.model.references)
+        qualnames = self.qualnames
+        stepping = self.stepping_functions
+        targets = self.local.targets
+        out = []
+        for node in self.ctx.nodes_of(*LOOPS):
+            if _over_constants(node):
+                continue
+            own = list(_own_nodes(node.body))
+            if any(_marks_a_step(n, qualnames) for n in own) or stepping and any(
+                    type(n) is ast.Call and any(id(fn) in stepping for fn in targets(n)) for n in own):
+                out.append(StepLoop(node))
+        return out
 
     def region_of(self, node: ast.AST) -> Optional[StepRegion]:
         return self._regions.get(id(node))
@@ -135,35 +272,65 @@ class StepRegions:
     def _regions(self) -> Dict[int, StepRegion]:
         ctx, qualnames = self.ctx, self.qualnames
         regions: Dict[int, StepRegion] = {}
+        calls: List[tuple] = []  # (call, region): the file's functions they run belong to the region too
+
+        def claim(region: StepRegion, nodes: List[ast.AST]) -> None:
+            calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic) if type(n) is ast.Call)
+
         compiled = self.compiled_functions
         for node in ctx.nodes_of(*_DEFS):
             if id(node) in compiled:
-                _claim(regions, StepRegion(node, compiled[id(node)]), _inside(node.body))
+                claim(StepRegion(node, compiled[id(node)]), _inside(node.body))
         for node in ctx.nodes_of(ast.With, ast.AsyncWith):
             if any(type(item.context_expr) is ast.Call and qualnames.get(id(item.context_expr.func)) in XLA_COMPILE
                    for item in node.items):
-                _claim(regions, StepRegion(node, COMPILED), _inside(node.body))
+                claim(StepRegion(node, COMPILED), _inside(node.body))
         for step in self.training_loops:
-            _claim(regions, StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop))
-        for node in ctx.nodes_of(*LOOPS) if ctx.tensors.may_have_modules else ():
-            if id(node) not in regions and self._runs_model(node):
-                _claim(regions, StepRegion(node, MODEL_LOOP), _loop_nodes(node))
-        for cls in ctx.tensors.module_classes.values():
+            claim(StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
+        tensors = ctx.tensors
+        for node in ctx.nodes_of(*LOOPS):
+            if id(node) in regions:
+                continue
+            if type(node) in (ast.For, ast.AsyncFor) and tensors.yields_device(node.iter):
+                claim(StepRegion(node, DEVICE_LOOP), _loop_nodes(node))
+            elif tensors.may_have_modules and self._runs_model(node):
+                claim(StepRegion(node, MODEL_LOOP), _loop_nodes(node))
+        for cls in tensors.module_classes.values():
             for fn in cls.body:
                 if type(fn) in _DEFS and fn.name == "forward":
-                    _claim(regions, StepRegion(fn, FORWARD), _inside(fn.body))
+                    claim(StepRegion(fn, FORWARD), _inside(fn.body))
+        for keyword in ctx.nodes_of(ast.keyword):
+            if keyword.arg in _PER_STEP_CALLBACKS:
+                value = keyword.value
+                if type(value) is ast.Lambda:
+                    claim(StepRegion(value, CALLBACK), _inside([value.body]))
+                elif type(value) is ast.Name:
+                    for fn in self.local.functions.get(value.id, ()):
+                        claim(StepRegion(fn, CALLBACK), _inside(fn.body))
+        done: Set[int] = set(compiled)
+        targets = self.local.targets
+        while calls:
+            call, region = calls.pop()
+            for fn in targets(call):
+                if id(fn) not in done:
+                    done.add(id(fn))
+                    claim(StepRegion(fn, region.kind), _inside(fn.body))
         return regions
 
     def _runs_model(self, loop: ast.AST) -> bool:
+        """Whether the loop's own body calls a model (a name or ``self.x`` known to hold a module)
+        on inputs not all known to be on the host."""
         kind = self.ctx.tensors.kind
         for node in _own_nodes(loop.body):
             func = getattr(node, "func", None)
             # model(x) or self.model(x): a method call on anything else is not a module call
             if type(node) is ast.Call and (type(func) is ast.Name or type(func) is ast.Attribute and
                                            type(func.value) is ast.Name and func.value.id == "self") and \
-                    kind(func) == "module" and \
-                    any(kind(a) == "device" for a in list(node.args) + [k.value for k in node.keywords]):
-                return True
+                    kind(func) == "module":
+                inputs = [kind(a.value if type(a) is ast.Starred else a) for a in node.args] + \
+                    [kind(k.value) for k in node.keywords]
+                if inputs and not all(k in ("host", "host-tensor") for k in inputs):
+                    return True
         return False
 
     def compile_kind(self, call_or_name: ast.AST) -> Optional[str]:
@@ -229,19 +396,23 @@ def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
     return out
 
 
-def _loop_nodes(loop: ast.AST) -> List[ast.AST]:
-    nodes = walk(loop.body, SCOPES + LOOPS)
+def _loop_nodes(loop: ast.AST, stop: tuple = SCOPES + LOOPS) -> List[ast.AST]:
+    """A loop's body (inner loops included only when ``stop`` lets the walk enter them) and, for a
+    ``while`` loop, its test (evaluated before every step)."""
+    nodes = walk(loop.body, stop)
     if type(loop) is ast.While:
-        nodes += walk([loop.test], SCOPES + LOOPS)  # evaluated before every step
+        nodes += walk([loop.test], stop)
     return nodes
 
 
 _XLA_WORD = re.compile(r"(?i)xla|tpu")
+_CUDA_WORD = re.compile(r"(?i)cuda|gpu|nccl|(?<![a-z])mps(?![a-z])")
 
 
 def on_xla(test: ast.AST) -> Optional[bool]:
-    """True for a test that holds only on XLA (``is_torch_xla_available()``, ``device.type == "xla"``),
-    False for its negation, None for anything else."""
+    """True for a test that holds on XLA and not on CUDA (``is_torch_xla_available()``,
+    ``device.type == "xla"``, ``not torch.cuda.is_available()``), False for one that never holds
+    on XLA (``torch.cuda.is_available()``, ``device.type == "cuda"``), None for anything else."""
     if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
         inner = on_xla(test.operand)
         return None if inner is None else not inner
@@ -251,27 +422,63 @@ def on_xla(test: ast.AST) -> Optional[bool]:
             return False  # ``... and not on_xla and ...`` never holds on XLA
         return True if type(test.op) is ast.And and True in found else None
     if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
-        if any(type(side) is ast.Constant and isinstance(side.value, str) and _XLA_WORD.fullmatch(side.value)
-               for side in (test.left, test.comparators[0])):
-            return type(test.ops[0]) is ast.Eq
+        equal = type(test.ops[0]) is ast.Eq
+        for side in (test.left, test.comparators[0]):
+            if type(side) is ast.Constant and isinstance(side.value, str):
+                if _XLA_WORD.fullmatch(side.value):
+                    return equal
+                if _CUDA_WORD.fullmatch(side.value):
+                    return not equal
         return None
     if type(test) in (ast.Call, ast.Name, ast.Attribute):
         text = ast.unparse(test.func if type(test) is ast.Call else test)
-        return True if _XLA_WORD.search(text) else None
+        if _XLA_WORD.search(text):
+            return True
+        return False if _CUDA_WORD.search(text) else None
     return None
 
 
-def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.AST]) -> None:
-    throttled = set()  # throttled, or in a branch that never runs on XLA
+def _runs_once(node: ast.If, region: StepRegion, own: Set[int]) -> bool:
+    """A branch of a loop region that runs on one iteration only: it ends by leaving the loop
+    (``return``/``raise``, or ``break`` in the loop's own body), or it tests the loop counter
+    against a constant (``if step == 0:``)."""
+    loop = region.node
+    if type(loop) not in LOOPS:
+        return False  # in a function called every step, a return ends the call, not the loop
+    last = node.body[-1]
+    if type(last) in (ast.Return, ast.Raise) or (type(last) is ast.Break and id(node) in own):
+        return True
+    test = node.test
+    if type(loop) is ast.While or type(test) is not ast.Compare or len(test.ops) != 1 or \
+            type(test.ops[0]) is not ast.Eq:
+        return False
+    counters = {n.id for n in walk([loop.target]) if type(n) is ast.Name}
+    sides = (test.left, test.comparators[0])
+    return any(type(a) is ast.Name and a.id in counters for a in sides) and \
+        any(type(b) is ast.Constant and type(b.value) is int for b in sides)
+
+
+def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.AST],
+           periodic: FrozenSet[str] = frozenset()) -> List[ast.AST]:
+    """Give ``region`` the nodes no other region has and that run on every step; return them."""
+    excluded = set()  # throttled, run once, or in a branch that never runs on XLA
+    own: Optional[Set[int]] = None
     for node in nodes:
-        if _is_throttle(node):
-            throttled.update(id(n) for n in _inside(node.body))
-        if type(node) in (ast.If, ast.IfExp):
+        kind = type(node)
+        if kind is ast.If:
+            if own is None:
+                own = {id(n) for n in _loop_nodes(region.node)} if type(region.node) in LOOPS else set()
+            if _is_throttle(node, periodic) or _runs_once(node, region, own):
+                excluded.update(id(n) for n in _inside(node.body))
+        if kind in (ast.If, ast.IfExp):
             xla = on_xla(node.test)
             if xla is False:
-                throttled.update(id(n) for n in _inside(node.body if type(node) is ast.If else [node.body]))
+                excluded.update(id(n) for n in _inside(node.body if kind is ast.If else [node.body]))
             elif xla is True:
-                throttled.update(id(n) for n in _inside(node.orelse if type(node) is ast.If else [node.orelse]))
+                excluded.update(id(n) for n in _inside(node.orelse if kind is ast.If else [node.orelse]))
+    out = []
     for node in nodes:
-        if id(node) not in throttled:
-            regions.setdefault(id(node), region)
+        if id(node) not in excluded and id(node) not in regions:
+            regions[id(node)] = region
+            out.append(node)
+    return out

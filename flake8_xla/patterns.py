@@ -3,9 +3,11 @@
 Each file is a valid ast-grep rule (``id``, ``language``, ``rule``, ``message``); flake8-xla's own
 fields live under ``metadata:`` (code, docs, examples, and the metavariable constraints patterns
 cannot express, because they match text, not bindings: ``resolve`` (which qualified names it must
-resolve to), ``literal`` (a regex for its text), ``tensor`` / ``mask`` (it must be a device tensor /
-a boolean one, asked of flake8_xla/tensors.py). A constraint applies to the alternatives that bind
-its metavariable; every match must pass at least one name or type constraint. Per file, all pattern
+resolve to: the whole metavariable, so ``torch.where(c, a, b).unsqueeze`` is not ``torch.where``),
+``literal`` (a regex for its text), ``tensor`` / ``mask`` (it must be a device tensor / a boolean
+one, asked of flake8_xla/tensors.py), ``not_host`` (it must not be known to live on the host: a
+CPU tensor has no XLA fallback). A constraint applies to the alternatives that bind its
+metavariable; every match must pass at least one name or type constraint. Per file, all pattern
 rules share one tree-sitter parse and one ``find_all`` over the union of their rules; each match
 is then attributed to its rule(s) and post-filtered through the semantic layer's resolver.
 """
@@ -33,6 +35,7 @@ class PatternSpec:
     prefilter: Optional["re.Pattern[str]"]  # the file must contain this text, or the rule cannot match
     tensor: Tuple[str, ...] = ()  # metavariables that must be device tensors (flake8_xla/tensors.py)
     mask: Tuple[str, ...] = ()  # metavariables that must be boolean device tensors
+    not_host: Tuple[str, ...] = ()  # metavariables that must not be known CPU tensors or host values
 
 
 def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
@@ -49,7 +52,7 @@ def load_pattern_rule(path: pathlib.Path) -> type:
         tuple((k, frozenset(v)) for k, v in (meta.get("resolve") or {}).items()),
         tuple((meta.get("literal") or {}).items()),
         re.compile(meta["prefilter"]) if meta.get("prefilter") else None,
-        tuple(meta.get("tensor") or ()), tuple(meta.get("mask") or ()),
+        tuple(meta.get("tensor") or ()), tuple(meta.get("mask") or ()), tuple(meta.get("not_host") or ()),
     )
     attributes = {
         "code": meta["code"], "name": data["id"], "summary": meta["summary"],
@@ -127,14 +130,21 @@ class _ReferencesByPosition:
         self.ctx = ctx
         self._by_line: Optional[Dict[int, list]] = None
 
-    def get(self, position: Tuple[int, int]) -> Optional[str]:
+    def get(self, position: Tuple[int, int], end: Tuple[int, int]) -> Optional[str]:
+        """The qualified name of the reference spanning exactly ``position`` to ``end`` (a longer
+        chain that merely starts with one, ``torch.where(...).unsqueeze``, has none)."""
         if self._by_line is None:
             self._by_line = {}
             for ref in self.ctx.model.references:
                 if not ref.is_import:
                     self._by_line.setdefault(ref.node.lineno, []).append(ref)
         line, column = position
-        return next((r.qualname for r in self._by_line.get(line, ()) if self.ctx.column(r.node)[1] == column), None)
+        for ref in self._by_line.get(line, ()):
+            node = ref.node
+            if self.ctx.column(node)[1] == column and \
+                    (node.end_lineno, _character_column(self.ctx.lines, node.end_lineno, node.end_col_offset)) == end:
+                return ref.qualname
+        return None
 
 
 class _Expressions:
@@ -165,7 +175,8 @@ class _Expressions:
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""
         tensors, checked = self.ctx.tensors, False
-        for names, test in ((spec.tensor, tensors.is_device), (spec.mask, tensors.is_mask)):
+        for names, test in ((spec.tensor, tensors.is_device), (spec.mask, tensors.is_mask),
+                            (spec.not_host, tensors.may_be_on_device)):
             for name in names:
                 node = match.get_match(name)
                 if node is None:
@@ -271,12 +282,12 @@ def _accept(spec: PatternSpec, match, refs: Dict[Tuple[int, int], str], expressi
         node = match.get_match(name)
         if node is None:
             continue  # another alternative of the rule; its own metavariables are checked
-        start = node.range().start
-        qualname = refs.get((start.line + 1, start.column))  # a dotted name resolves where its chain starts
+        start, end = node.range().start, node.range().end
+        qualname = refs.get((start.line + 1, start.column), (end.line + 1, end.column))
         if qualname not in allowed:
             return None
         resolved[name] = qualname
-    typed = expressions.holds(spec, match) if spec.tensor or spec.mask else None
+    typed = expressions.holds(spec, match) if spec.tensor or spec.mask or spec.not_host else None
     if typed is False or ((spec.resolve or spec.tensor or spec.mask) and not resolved and typed is None):
         return None
     for name, pattern in spec.literal:

@@ -97,9 +97,10 @@ def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
 
 # A binding is a plain tuple (order, how, a, b), cheap to make by the thousand: ``order`` is
 # where it takes effect; ``how`` says what ``a`` and ``b`` are.
-_VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED = range(5)
+_VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED, _PARAMETER = range(6)
 # _VALUE: a = the assigned expression; _AUGMENTED: a = the AugAssign; _FIXED: a = the kind;
-# _ITERATED / _UNPACKED: a = the iterable / the unpacked value, b = the target's index path
+# _ITERATED / _UNPACKED: a = the iterable / the unpacked value, b = the target's index path;
+# _PARAMETER: a = the forward() def, b = the parameter's name (a tensor if the body uses it as one)
 Binding = Tuple[Tuple[int, int], int, object, tuple]
 
 
@@ -118,6 +119,7 @@ class TensorFacts:
         self.module_classes: Dict[str, ast.ClassDef] = {}  # local nn.Module subclasses by name
         # binding statements (and defs, for their parameters) by scope, bound on the first lookup there
         self._pending: Dict[int, List[ast.AST]] = {}
+        self._evidence: Dict[int, set] = {}  # id(forward) -> its parameters used as tensors
         self._collect()
 
     # -- public queries ---------------------------------------------------------------------------
@@ -139,6 +141,10 @@ class TensorFacts:
 
     def is_device(self, node: Optional[ast.AST]) -> bool:
         return self.kind(node) == DEVICE
+
+    def may_be_on_device(self, node: Optional[ast.AST]) -> bool:
+        """Not known to live on the host (a CPU tensor or a host value): a device tensor or unknown."""
+        return self.kind(node) not in (HOST, HOST_TENSOR)
 
     def is_mask(self, node: Optional[ast.AST]) -> bool:
         """A boolean tensor that may be on the device: a comparison, ``~m``, ``m & n``, ``.isnan()``..."""
@@ -263,10 +269,13 @@ class TensorFacts:
 
     @functools.cached_property
     def _backward(self) -> set:
-        """(id(scope), name) of every ``name.backward()``: whatever it holds is a device tensor."""
+        """(id(scope), name) of every ``name.backward()``: whatever it holds is a device tensor.
+        Only autograd's form counts: ``accelerator.backward(loss)`` takes the tensor as an argument,
+        and an object with a ``backward`` method is not thereby a tensor."""
         out = set()
         for node in self.index.of(ast.Call):
-            if type(node.func) is ast.Attribute and node.func.attr == "backward":
+            if type(node.func) is ast.Attribute and node.func.attr == "backward" and not node.args and \
+                    all(k.arg in _BACKWARD_KEYWORDS for k in node.keywords):
                 name = dotted(node.func.value)
                 if name:
                     out.add((id(self.index.scope_of(node)), name))
@@ -295,14 +304,72 @@ class TensorFacts:
         for index, (arg, default) in enumerate(pairs):
             if owner is not None and index == 0 and arg in positional:
                 continue  # self / cls
-            if default is None:
-                kind: Kind = DEVICE if forward else None
+            annotated = self._annotation(arg.annotation)
+            if annotated == HOST or (annotated == DEVICE and forward):
+                kind: Kind = annotated
             elif type(default) is ast.Constant and default.value is not None:
                 kind = HOST
+            elif forward and default is None and index == 1 and arg in positional and annotated is None:
+                kind = DEVICE  # forward(self, x): the module's input
+            elif forward and default is None:
+                # forward(self, x, seq_len, train): the others are tensors only where the body uses them as one
+                self._add(fn, arg.arg, ((0, 0), _PARAMETER, fn, arg.arg))
+                continue
             else:
                 kind = None
-            if kind is not None:
-                self._add(fn, arg.arg, ((0, 0), _FIXED, kind, ()))
+            # bound even when unknown: the name must not resolve to an outer variable of that name
+            self._add(fn, arg.arg, ((0, 0), _FIXED, kind, ()))
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                self._add(fn, arg.arg, ((0, 0), _FIXED, None, ()))
+
+    def _annotation(self, node: Optional[ast.expr]) -> Kind:
+        """HOST for ``int``/``float``/``bool``/``str``, DEVICE for ``torch.Tensor``, else None."""
+        if node is None:
+            return None
+        if type(node) is ast.Name and node.id in ("int", "float", "bool", "str") and not self._bound_anywhere(node.id):
+            return HOST
+        return DEVICE if self.qualname(node) in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor") else None
+
+    def _used_as_tensors(self, fn: ast.AST) -> set:
+        """Parameters of ``fn`` that its own body uses as tensors: the receiver of a method only
+        tensors have (``x.masked_fill(...)``), or the input (first argument) of a torch op or a
+        module call (``torch.relu(x)``, ``self.proj(x)``); a size passed to a factory does not count."""
+        key = id(fn)
+        found = self._evidence.get(key)
+        if found is not None:
+            return found
+        found = self._evidence[key] = set()
+        args = fn.args
+        names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        for node in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            if type(node) is not ast.Call:
+                continue
+            func = node.func
+            if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id in names and \
+                    func.attr in _TENSOR_ONLY_METHODS:
+                found.add(func.value.id)
+            if node.args:
+                first = node.args[0]
+                items = first.elts if type(first) in (ast.List, ast.Tuple) else [first]
+                inputs = {i.id for i in items if type(i) is ast.Name and i.id in names} - found
+                if inputs and self._takes_tensors(node):
+                    found.update(inputs)
+        return found
+
+    def _takes_tensors(self, call: ast.Call) -> bool:
+        """A torch op (not a factory, not an API returning Python values) or a module call."""
+        qualname = self._callee(call)
+        if qualname is None:
+            return self.kind(call.func) == MODULE
+        parts = qualname.split(".")
+        if parts[0] != "torch" or len(parts) < 2:
+            return False
+        if parts[1] == "nn":
+            return len(parts) == 4 and parts[2] == "functional"
+        leaf = parts[-1]
+        return leaf[:1].islower() and leaf not in _FACTORIES and leaf not in _TORCH_NOT_TENSORS and \
+            not _returns_python_value(leaf) and (len(parts) == 2 or parts[1] in ("linalg", "fft", "special"))
 
     def _bind_statement(self, stmt: ast.AST) -> None:
         scope = self.index.scope_of(stmt)
@@ -354,6 +421,8 @@ class TensorFacts:
             return self.kind(a)
         if how == _FIXED:
             return a
+        if how == _PARAMETER:
+            return DEVICE if path in self._used_as_tensors(a) else None
         if how == _AUGMENTED:
             return join([self.kind(a.target), self.kind(a.value)])
         whole = self._element(a) if how == _ITERATED else self._unpacked(a)
@@ -394,6 +463,18 @@ class TensorFacts:
             return source
         kind = self.kind(iterable)
         return kind if kind in TENSORS else (HOST if kind == HOST else None)
+
+    def yields_device(self, iterable: ast.expr) -> bool:
+        """Whether a loop over ``iterable`` draws device batches from a device loader
+        (MpDeviceLoader, per_device_loader), also under enumerate()/zip()/tqdm()."""
+        while type(iterable) is ast.Call and iterable.args:
+            qualname = self._callee(iterable)
+            if qualname == "builtins.zip":
+                return any(self.yields_device(a) for a in iterable.args)
+            if qualname != "builtins.enumerate" and qualname not in _PASS_THROUGH_ITERATORS:
+                break
+            iterable = iterable.args[0]
+        return self.loader(iterable) == DEVICE
 
     def loader(self, expr: ast.expr) -> Kind:
         """DEVICE for an MpDeviceLoader / per_device_loader, HOST_TENSOR for a plain DataLoader
@@ -538,7 +619,7 @@ class TensorFacts:
             where = call.args[0] if call.args else _keyword(call, "device")
             if where is None or self._is_dtype(where):
                 return receiver
-            return HOST_TENSOR if _is_cpu(where) else DEVICE
+            return HOST_TENSOR if self._on_cpu(where) else DEVICE
         if method == "backward":
             return None
         return receiver
@@ -574,6 +655,12 @@ class TensorFacts:
         """Function names also assigned as variables (``step = torch_xla.compile(step)``)."""
         return {n.id for n in self.index.of(ast.Name) if type(n.ctx) is ast.Store and n.id in self._functions}
 
+    def _on_cpu(self, node: ast.expr) -> bool:
+        """``"cpu"``, ``torch.device("cpu")``, or a name given one of those."""
+        if type(node) is ast.Name:
+            node = self.assigned_value(node) or node
+        return _is_cpu(node)
+
     def _is_dtype(self, node: ast.expr) -> bool:
         qualname = self.qualname(node) or ""
         return qualname.startswith("torch.") and qualname.count(".") == 1 and qualname[6:] in _DTYPES
@@ -589,7 +676,9 @@ class TensorFacts:
             return None
         if qualname in FSDP_ANY or qualname == "torch.nn.parallel.DistributedDataParallel":
             return MODULE
-        if qualname.startswith(_HOST_MODULES):
+        leaf = qualname.rsplit(".", 1)[-1]
+        if qualname.startswith(_HOST_MODULES) or _returns_python_value(leaf) or \
+                (qualname.startswith(("torch_xla.runtime.", "torch.distributed.", "torch.cuda.")) and leaf[:1].islower()):
             return HOST
         if qualname in _COLLECTIVES:
             return DEVICE
@@ -615,11 +704,11 @@ class TensorFacts:
             device = _keyword(call, "device")
             if device is None:
                 return HOST_TENSOR
-            return HOST_TENSOR if _is_cpu(device) else DEVICE
+            return HOST_TENSOR if self._on_cpu(device) else DEVICE
         if name.endswith("_like"):
             device = _keyword(call, "device")
             if device is not None:
-                return HOST_TENSOR if _is_cpu(device) else DEVICE
+                return HOST_TENSOR if self._on_cpu(device) else DEVICE
             return self.kind(args[0]) if args else None
         return self._operands(call)
 
@@ -673,6 +762,28 @@ def _flat(element: Element) -> Kind:
     return None if type(element) is tuple else element
 
 
+_TENSOR_ONLY_METHODS = frozenset({
+    "unsqueeze", "masked_fill", "masked_fill_", "permute", "contiguous", "softmax", "log_softmax", "type_as",
+    "view_as", "expand", "expand_as", "size", "dim", "new_zeros", "new_ones", "new_full", "new_empty", "chunk",
+    "unbind", "narrow", "index_select", "masked_select", "float", "half", "bfloat16", "detach", "bmm", "matmul",
+    "sigmoid", "relu", "unflatten", "baddbmm", "addmm",
+})
+# Python values from a call, whatever the module: predicates, ranks, counts, devices
+_PYTHON_VALUE_NAMES = frozenset({
+    "device_count", "current_device", "world_size", "xrt_world_size", "global_ordinal", "local_ordinal",
+    "global_runtime_device_count", "global_device_count", "local_device_count", "addressable_device_count",
+    "addressable_runtime_device_count", "process_index", "process_count", "host_index", "xla_device", "device",
+    "xla_real_devices", "xla_device_hw", "use_spmd", "get_ordinal", "get_local_ordinal",
+})
+
+
+def _returns_python_value(leaf: str) -> bool:
+    """``is_available``, ``is_initialized``, ``has_...``, ``get_rank``, ``world_size``: functions
+    whose result is a Python value (a bool, an int, a device, a dtype)."""
+    return leaf.startswith(("is_", "has_", "get_")) or leaf in _PYTHON_VALUE_NAMES
+
+
+_BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
 _BUILTIN_NAMES = frozenset(_HOST_BUILTINS | {"abs", "min", "max", "sum", "enumerate", "zip", "iter"})
 _DTYPES = frozenset({
     "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int8", "int16", "short", "int32",

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.loops import SYNCS, in_step
+from flake8_xla.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # calls that block the host until the device is done (or sync several times) on every call
@@ -24,10 +24,13 @@ class BlockingSyncInStep(Rule):
     name = "blocking-sync-in-step"
     summary = "A call that blocks the host on every step of a training loop"
     what_it_does = (
-        "Flags, inside a training loop (a loop whose body calls `.backward()`, `optimizer.step()`, "
-        "`xm.optimizer_step` or a graph sync), `torch_xla.sync(wait=True)`, `xm.mark_step(wait=True)`, "
+        "Flags, inside a training loop (a loop whose body calls `.backward()`, `optimizer.step()` or "
+        "`xm.optimizer_step`, itself or through a function of this file), `torch_xla.sync(wait=True)`, `xm.mark_step(wait=True)`, "
         "`xm.wait_device_ops()`, `xm.unlazy()`, and `xm.rendezvous`/`xla_rendezvous`/`mesh_reduce`/"
-        "`save`/`do_on_ordinals`. Calls under `if step % N == 0:` and calls after the loop are fine."
+        "`save`/`do_on_ordinals`, also in a function of this file that the loop calls (`model.mix()` that waits). "
+        "Calls under `if step % N == 0:` (or `if log_now:` with `log_now = step % N == 0`), calls that run once "
+        "(under `if step == 0:`, or in a branch that leaves the loop with `break`/`return`), and calls before or "
+        "after the loop are fine."
     )
     why_bad = (
         "torch_xla overlaps tracing the next step with executing the current one. A blocking call makes "
@@ -69,22 +72,26 @@ class BlockingSyncInStep(Rule):
                  if r.call is not None and (r.qualname in BLOCKING or r.qualname in SYNCS)]
         if not calls:
             return
-        loops = ctx.step_regions.training_loops
+        regions = ctx.step_regions
+        if not regions.training_loops:
+            return
         for ref in calls:
             call = ref.call
+            # every step: the training loop's body, its inner loops and the file's functions it calls,
+            # not what runs once (`if step == 0:`, a branch ending in break) or every N steps
+            region = regions.region_of(call)
+            if region is None or region.kind != TRAINING_LOOP:
+                continue
+            spelled = ref.written_prefix(ref.qualname)
             if ref.qualname in SYNCS:
                 wait = next((k.value for k in call.keywords if k.arg == "wait"), call.args[0] if call.args else None)
                 if not (type(wait) is ast.Constant and wait.value is True):
                     continue
-                if not in_step(call, loops):
-                    continue
-                spelled = ref.written_prefix(ref.qualname)
                 yield self.diagnostic(ctx, call, (
                     f"{spelled}(wait=True) blocks the host on every training step (it waits for the device to "
                     f"finish): tracing no longer overlaps execution; use {spelled}() and wait only where a "
                     "result is needed, e.g. every N steps"))
-            elif in_step(call, loops):
-                spelled = ref.written_prefix(ref.qualname)
+            else:
                 yield self.diagnostic(ctx, call, (
                     f"{spelled}() blocks the host on every training step (it {BLOCKING[ref.qualname]}): tracing "
                     "no longer overlaps execution; move it after the loop, or run it every N steps"))

@@ -12,6 +12,7 @@ READS = frozenset({"item", "tolist", "numpy", "cpu"})
 # builtins and calls that read a value they are given; flagged only for a known device tensor
 CONVERSIONS = frozenset({"float", "int", "bool", "str", "repr", "format", "print"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+DECODERS = frozenset({"decode", "batch_decode"})  # a tokenizer turns token ids into text on the host
 SCALAR_WRITERS = frozenset({"add_scalar", "add_scalars"})  # tensorboard's writers call .item()
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)
 LOOP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
@@ -32,12 +33,17 @@ class HostSyncInStep(Rule):
         "Flags, in code that runs once per step, reads of a tensor's value on the host: `.item()`, "
         "`.tolist()`, `.numpy()`, `.cpu()`, `.to(\"cpu\")` (unless the receiver is known to be a host value, "
         "a CPU tensor or a module), and `float()`, `int()`, `bool()`, `str()`, `repr()`, `print()`, f-strings, "
-        "`%`-formatting, logging calls and tensorboard `add_scalar` of a known device tensor. Code runs once per "
-        "step in a training loop (its body calls `.backward()`, `optimizer.step()` or `xm.optimizer_step`), a "
-        "loop that runs a model on device tensors (evaluation, token-by-token generation), a function under "
-        "`torch_xla.compile`/`torch_xla.step` or `torch.compile(backend=\"openxla\")`, and `forward()` of an "
-        "`nn.Module`. Code under `if step % N == 0:`, after the loop, and in callbacks (nested functions and "
-        "lambdas, e.g. a step closure) is fine, and so are shape reads (`x.shape`, `x.size(0)`, `len(x)`)."
+        "`%`-formatting, logging calls, tensorboard `add_scalar` and `tokenizer.decode()` of a known device "
+        "tensor. Code runs once per step in a training loop (its body calls `.backward()`, `optimizer.step()` or "
+        "`xm.optimizer_step`, itself or through a function of this file), inner loops included; a loop over a "
+        "device loader's batches; a loop that runs a model (evaluation, token-by-token generation); a function "
+        "under `torch_xla.compile`/`torch_xla.step` or `torch.compile(backend=\"openxla\")`; `forward()` of an "
+        "`nn.Module`; every function of this file that one of those calls; and a library's per-iteration "
+        "callback (`output_transform=lambda out: out.item()`). Code under `if step % N == 0:` (or `if log_now:` "
+        "with `log_now = step % N == 0`), code that runs once (`if step == 0:`, a branch that leaves the loop), "
+        "branches that never run on XLA (`if torch.cuda.is_available():`), code after the loop, and other "
+        "callbacks (nested functions and lambdas, e.g. a step closure) are fine, and so are shape reads "
+        "(`x.shape`, `x.size(0)`, `len(x)`)."
     )
     why_bad = (
         "XLA tensors are lazy: reading a value cuts the graph traced so far, compiles and runs it, and copies "
@@ -140,6 +146,9 @@ class HostSyncInStep(Rule):
             value, how = _logged(ctx, node)
             if value is not None:
                 return f"{how} {spelled(value, 'a tensor')}"
+            if method in DECODERS:
+                value = next((a for a in node.args if kind(a) == DEVICE), None)
+                return None if value is None else f"decoding {spelled(value, 'a tensor')}"
             if method == "format" and type(func.value) is ast.Constant:
                 value = next((a for a in node.args if kind(a) == DEVICE), None)
                 return None if value is None else f"formatting {spelled(value, 'a tensor')} with str.format"

@@ -22,10 +22,12 @@ class TensorControlFlow(Rule):
     what_it_does = (
         "Flags `if`, `while`, `assert` and conditional expressions whose test is a device tensor (`if loss > 0:`, "
         "`while loss > eps:`, `if (x > 0).any():`, `assert t.all()`), in code that runs once per step (see "
-        "XLA303: training and model loops, `torch_xla.compile` and `torch.compile(backend=\"openxla\")` "
-        "functions) and in `forward()` of an `nn.Module` subclass, whose parameters are taken to be tensors. "
-        "Tests on Python values are fine: `if mask is not None:`, `if x.dim() == 3:`, `if self.training:`, "
-        "`if step % 10 == 0:`."
+        "XLA303: training, model and device-loader loops, the functions of the file they call, "
+        "`torch_xla.compile` and `torch.compile(backend=\"openxla\")` functions) and in `forward()` of an "
+        "`nn.Module` subclass. There the first parameter is taken to be the input tensor; the others are "
+        "tensors only where the body uses them as one (`mask.unsqueeze(1)`, `torch.relu(h)`, `self.proj(h)`), "
+        "so `if seq_len != self.cached:` stays silent. Tests on Python values are fine: `if mask is not None:`, "
+        "`if x.dim() == 3:`, `if self.training:`, `if torch.cuda.is_available():`, `if step % 10 == 0:`."
     )
     why_bad = (
         "A Python branch needs a Python bool. On a lazy XLA tensor that means executing the graph traced so far "

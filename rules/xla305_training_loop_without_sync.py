@@ -1,10 +1,10 @@
 """XLA305 training-loop-without-sync."""
 import ast
-from typing import Dict, Iterator, List, Set
+from typing import Iterator, Set, Tuple
 
 from flake8_xla.syntax import walk
 from flake8_xla.flow import is_constant
-from flake8_xla.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
+from flake8_xla.loops import COMPILED, DYNAMO, SCOPES, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
@@ -88,15 +88,14 @@ class TrainingLoopWithoutSync(Rule):
         regions: StepRegions = ctx.step_regions
         if not regions.training_loops:
             return
-        qualname = ctx.flow.qualname
         if any(r.qualname in EAGER for r in ctx.model.references):
             return
         device_loaders = any(r.qualname in DEVICE_LOADERS for r in ctx.model.references)
-        syncing = _syncing_functions(ctx)
+        syncing, aliases = _syncing_functions(ctx)
         cut: Set[int] = set()  # loops whose body syncs, and the loops inside them
         for loop in ctx.nodes_of(ast.For, ast.AsyncFor, ast.While):
             inside = walk([loop])
-            if any(_cuts(qualname, node, syncing) for node in inside):
+            if any(_cuts(ctx, node, syncing, aliases) for node in inside):
                 cut.update(id(n) for n in inside if type(n) in (ast.For, ast.AsyncFor, ast.While))
         sync = "torch_xla.sync()" if ctx.target.version >= Version(2, 4) else "xm.mark_step()"
         for step in regions.training_loops:
@@ -118,54 +117,42 @@ class TrainingLoopWithoutSync(Rule):
                 "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
 
 
-def _called_name(call: ast.Call) -> str:
-    func = call.func
-    if type(func) is ast.Name:
-        return func.id
-    if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
-        return func.attr
-    return ""
-
-
-def _cuts(qualname, node: ast.AST, syncing: Set[str]) -> bool:
-    """Whether ``node`` syncs the graph: a sync, a barrier optimizer step, a compiled step, or a
-    call of a function of this file that does one of those."""
+def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str]) -> bool:
+    """Whether ``node`` syncs the graph: a sync, a call of a name given one (``mark = xm.mark_step``,
+    ``step = torch_xla.compile(fn)``), a barrier optimizer step, a compiled step, or a call of a
+    function of this file that does one of those."""
+    qualname = ctx.flow.qualname
     if type(node) is ast.Call:
         name = qualname(node.func)
+        if name is None and type(node.func) is ast.Name and node.func.id in aliases:
+            return True
         if name in SYNCS or name in XLA_COMPILE:
             return True
         if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
                                         for k in node.keywords):
             return True
-        return _called_name(node) in syncing
+        return bool(syncing) and any(id(fn) in syncing for fn in ctx.step_regions.local.targets(node, loose=True))
     if type(node) in (ast.With, ast.AsyncWith):
         return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in XLA_COMPILE
                    for i in node.items)
     return False
 
 
-def _syncing_functions(ctx: FileContext) -> Set[str]:
-    """Names of the functions and methods of this file that sync (directly or through each other),
-    and of those compiled as a step."""
+def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
+    """id() of the functions and methods of this file that sync (directly or through each other,
+    resolved loosely: a wrongly resolved wrapper only keeps the rule silent) or are compiled as a
+    step, and the names assigned a sync or a compiled step."""
     qualname = ctx.flow.qualname
-    functions: Dict[str, List[ast.AST]] = {}
-    for node in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
-        functions.setdefault(node.name, []).append(node)
-    syncing = {name for name, defs in functions.items()
-               if any(any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list)
-                      for fn in defs)}
-    for node in ctx.nodes_of(ast.Assign):  # step = torch_xla.compile(fn)
-        if type(node.value) is ast.Call and qualname(node.value.func) in XLA_COMPILE:
-            syncing.update(t.id for t in node.targets if type(t) is ast.Name)
-    bodies = {name: [n for fn in defs for n in walk([fn])] for name, defs in functions.items()}
-    changed = True
-    while changed:
-        changed = False
-        for name, nodes in bodies.items():
-            if name not in syncing and any(_cuts(qualname, n, syncing) for n in nodes):
-                syncing.add(name)
-                changed = True
-    return syncing
+    aliases = set()
+    for node in ctx.nodes_of(ast.Assign):  # mark = xm.mark_step; step = torch_xla.compile(fn)
+        value = node.value
+        name = qualname(value.func) if type(value) is ast.Call else qualname(value)
+        if name in SYNCS if type(value) is not ast.Call else name in XLA_COMPILE:
+            aliases.update(t.id for t in node.targets if type(t) is ast.Name)
+    direct = {id(fn) for fn in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef)
+              if any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list) or
+              any(_cuts(ctx, n, set(), aliases) for n in walk(fn.body, SCOPES))}
+    return ctx.step_regions.local.reaching(direct, loose=True), aliases
 
 
 def _plain(ctx: FileContext, expr: ast.expr) -> bool:

@@ -56,6 +56,18 @@ def facts_and_last(source: str):
     ("a, b = torch.ones(2).to(device), 3\nb", HOST),
     ("class Net(torch.nn.Module):\n    def forward(self, x, flag=False):\n        x", DEVICE),
     ("class Net(torch.nn.Module):\n    def forward(self, x, flag=False):\n        flag", HOST),
+    # forward's other parameters are tensors only where the body uses them as one
+    ("class Net(torch.nn.Module):\n    def forward(self, x, seq_len, train):\n        seq_len", None),
+    ("class Net(torch.nn.Module):\n    def forward(self, x, mask):\n        y = x.masked_fill(mask, 0)\n"
+     "        y = F.relu(mask.float())\n        mask", DEVICE),
+    ("class Net(torch.nn.Module):\n    def forward(self, x, n: int):\n        n", HOST),
+    ("accelerator.backward(loss)\naccelerator", None),  # not a tensor for having a backward method
+    ("torch.is_autocast_enabled()", HOST),
+    ("torch.cuda.is_available()", HOST),
+    ("torch.distributed.get_rank()", HOST),
+    ("torch.where(torch.randn(3, device=device) > 0, 1.0, 0.0)", DEVICE),
+    ("cpu = torch.device('cpu')\ntorch.zeros(3, device=cpu)", HOST_TENSOR),
+    ("loader = DataLoader(ds)\ndef outer():\n    def inner(loader):\n        for b in loader:\n            b", None),
     ("class T:\n    def __init__(self):\n        self.crit = torch.nn.MSELoss()\n"
      "    def step(self):\n        self.crit(a, b)", DEVICE),
 ])

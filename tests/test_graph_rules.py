@@ -1,0 +1,350 @@
+"""The graph rules (XLA301-XLA305) on what real training, evaluation and generation code does:
+each class of false alarm and of miss found on code nobody here wrote, in our own words, with the
+exact diagnostics (code, line, column, message) or exact silence."""
+from typing import List, Tuple
+
+from flake8_xla.engine import lint_source
+from flake8_xla.rules.xla303_host_sync_in_step import INSTEAD
+from flake8_xla.rules.xla304_tensor_control_flow import WHY
+
+HEADER = ("import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
+          "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"
+          "device = torch_xla.device()\n")
+TRAIN = "on every training step"
+MODEL = "on every iteration of a loop that runs the model"
+BATCHES = "on every iteration of a loop over a device loader's batches"
+DYNAMIC = ("computes a data-dependent shape and falls back to the CPU on XLA: a device-to-host transfer and a copy "
+           "back each call, and graphs that recompile as the size changes; keep shapes static (torch.where(cond, "
+           "x, y), a mask multiply, or padding to a fixed size)")
+NO_SYNC = ("this training loop never syncs the graph: every step is appended to one lazy graph that grows until "
+           "something reads a value; end each step with torch_xla.sync(), or iterate a "
+           "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)")
+
+
+def graph(source: str) -> List[Tuple[int, int, str, str]]:
+    """(line, 1-based column, code, message) of the graph rules' diagnostics."""
+    return [(d.line, d.col + 1, d.code, d.message) for d in lint_source(source) if d.code.startswith("XLA3")]
+
+
+def line(source: str, text: str) -> int:
+    """The number of the one line of ``source`` that contains ``text``."""
+    found = [n for n, content in enumerate(source.splitlines(), 1) if text in content]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def read(label: str, where: str = TRAIN) -> str:
+    return (f"{label} forces a device-to-host transfer {where}: the pending graph is cut and run there and the "
+            f"host waits for it; {INSTEAD}")
+
+
+def branch(test: str, where: str = TRAIN) -> str:
+    return f"`if {test}` branches on a tensor's value {where}: {WHY}; compute both sides and choose with torch.where(cond, a, b)"
+
+
+def blocking(call: str, why: str) -> str:
+    return (f"{call} blocks the host on every training step (it {why}): tracing no longer overlaps execution; "
+            "move it after the loop, or run it every N steps")
+
+
+# -- false alarms ---------------------------------------------------------------------------------
+
+def test_an_object_with_a_backward_method_is_not_a_tensor() -> None:
+    source = HEADER + (
+        "accelerator = Accelerator()\n"
+        "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"
+        "for batch in loader:\n"
+        "    loss = model(**batch).loss\n"
+        "    accelerator.backward(loss)\n"
+        "    optimizer.step()\n"
+        "    if accelerator.sync_gradients:\n"
+        "        accelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "    print(f'processes: {accelerator.num_processes}')\n"
+    )
+    assert graph(source) == []
+
+
+def test_functions_returning_python_values_are_not_tensors() -> None:
+    source = HEADER + (
+        "import torch_xla.runtime as xr\n"
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for data in pl.MpDeviceLoader(loader, device):\n"
+        "    loss = model(data).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    if torch.is_autocast_enabled():\n"
+        "        pass\n"
+        "    if torch.cuda.is_available():\n"
+        "        pass\n"
+        "    if torch.distributed.is_initialized() and torch.distributed.get_rank() == 0:\n"
+        "        pass\n"
+        "    if xr.world_size() > 1 or xm.is_master_ordinal():\n"
+        "        pass\n"
+    )
+    assert graph(source) == []
+
+
+def test_forward_parameters_are_unknown_unless_used_as_tensors() -> None:
+    source = HEADER + (
+        "class Attention(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.proj = torch.nn.Linear(8, 8)\n"
+        "\n"
+        "    def forward(self, x, seq_len, train):\n"
+        "        if seq_len != self.cached:\n"
+        "            self.cached = seq_len\n"
+        "        if train and self.use_dropout:\n"
+        "            x = x * 0.5\n"
+        "        return x\n"
+        "\n"
+        "\n"
+        "class Gate(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.proj = torch.nn.Linear(8, 8)\n"
+        "\n"
+        "    def forward(self, h, mask, scale: float, limit):\n"
+        "        if scale > limit:\n"
+        "            h = h * scale\n"
+        "        h = h.masked_fill(mask.unsqueeze(-1), 0.0)\n"
+        "        if mask.all():\n"
+        "            h = self.proj(h)\n"
+        "        if (h > 0).any():\n"
+        "            h = h * 2\n"
+        "        return h\n"
+    )
+    assert graph(source) == [
+        (line(source, "if mask.all():"), 12, "XLA304", branch("mask.all()", "on every forward pass")),
+        (line(source, "if (h > 0).any():"), 12, "XLA304", branch("(h > 0).any()", "on every forward pass")),
+    ]
+
+
+def test_three_argument_where_and_chained_methods() -> None:
+    source = HEADER + (
+        "x = torch.randn(8, device=device)\n"
+        "m = x > 0\n"
+        "picked = torch.where(m, x, torch.zeros_like(x)).unsqueeze(-1)\n"
+        "kept = torch.masked_select(x, m).reshape(-1).to('cpu')\n"
+    )
+    assert graph(source) == [(line(source, "kept ="), 8, "XLA301", "torch.masked_select " + DYNAMIC)]
+
+
+def test_dynamic_shape_op_on_a_cpu_tensor() -> None:
+    source = HEADER + (
+        "x = torch.randn(8, device=device)\n"
+        "x_cpu = x.to('cpu')\n"
+        "m = x_cpu > 0\n"
+        "kept = torch.masked_select(x_cpu, m)\n"
+        "rows = torch.nonzero(x.cpu())\n"
+        "host = torch.device('cpu')\n"
+        "ids = torch.unique(torch.arange(4, device=host))\n"
+    )
+    assert graph(source) == []
+
+
+def test_item_in_a_branch_that_never_runs_on_xla() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for data in pl.MpDeviceLoader(loader, device):\n"
+        "    loss = model(data).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    if is_torch_cuda_available():\n"
+        "        print(loss.item())\n"
+        "    if device.type == 'cuda':\n"
+        "        print(loss.item())\n"
+    )
+    assert graph(source) == []
+
+
+def test_item_under_a_periodic_guard_kept_in_a_variable() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for step, data in enumerate(pl.MpDeviceLoader(loader, device)):\n"
+        "    loss = model(data).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    log_now = (step + 1) % 100 == 0\n"
+        "    if log_now:\n"
+        "        print(loss.item())\n"
+        "        xm.wait_device_ops()\n"
+    )
+    assert graph(source) == []
+
+
+def test_loop_over_a_nested_functions_parameter() -> None:
+    source = HEADER + (
+        "loader = DataLoader(dataset, batch_size=8)\n"
+        "\n"
+        "\n"
+        "def main(model, optimizer):\n"
+        "    def train(loader):\n"
+        "        for data in loader:\n"
+        "            model(data).sum().backward()\n"
+        "            optimizer.step()\n"
+        "    train(pl.MpDeviceLoader(loader, device))\n"
+    )
+    assert graph(source) == []
+
+
+def test_loop_ending_with_the_projects_own_sync_wrapper() -> None:
+    source = HEADER + (
+        "loader = DataLoader(dataset, batch_size=8)\n"
+        "mark = xm.mark_step\n"
+        "\n"
+        "\n"
+        "class Dist:\n"
+        "    @staticmethod\n"
+        "    def sync():\n"
+        "        torch_xla.sync()\n"
+        "\n"
+        "\n"
+        "def end_step():\n"
+        "    Dist.sync()\n"
+        "\n"
+        "\n"
+        "for data in loader:\n"
+        "    model(data.to(device)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    Dist.sync()\n"
+        "for data in loader:\n"
+        "    model(data.to(device)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    end_step()\n"
+        "for data in loader:\n"
+        "    model(data.to(device)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    mark()\n"
+    )
+    assert [d[:3] for d in graph(source)] == []
+
+
+def test_blocking_calls_that_run_once() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "xm.wait_device_ops()\n"
+        "for step, data in enumerate(pl.MpDeviceLoader(loader, device)):\n"
+        "    if step == 0:\n"
+        "        xm.wait_device_ops()\n"
+        "    model(data).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    if step >= max_steps:\n"
+        "        xm.save(model.state_dict(), 'last.pt')\n"
+        "        break\n"
+        "xm.rendezvous('done')\n"
+    )
+    assert graph(source) == []
+
+
+# -- misses ---------------------------------------------------------------------------------------
+
+def test_host_read_in_a_plain_inner_loop_of_a_step() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for data in pl.MpDeviceLoader(loader, device):\n"
+        "    losses = model(data)\n"
+        "    sum(losses.values()).backward()\n"
+        "    optimizer.step()\n"
+        "    for k, v in losses.items():\n"
+        "        total[k] += v.item()\n"
+    )
+    assert graph(source) == [(line(source, "v.item()"), 21, "XLA303", read("v.item()"))]
+
+
+def test_step_body_in_a_helper_of_the_same_module() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "loss_fn = torch.nn.MSELoss()\n"
+        "\n"
+        "\n"
+        "def train_one_step(model, data, target):\n"
+        "    loss = loss_fn(model(data), target)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    print(f'loss {loss}')\n"
+        "    return loss\n"
+        "\n"
+        "\n"
+        "for data, target in pl.MpDeviceLoader(loader, device):\n"
+        "    loss = train_one_step(model, data, target)\n"
+        "    history.append(loss.item())\n"
+    )
+    assert graph(source) == [
+        (line(source, "print(f'loss"), 11, "XLA303", read("formatting loss in an f-string")),
+        (line(source, "history.append"), 20, "XLA303", read("loss.item()")),
+    ]
+
+
+def test_per_step_sync_hidden_in_a_helper() -> None:
+    source = HEADER + (
+        "class Mixer(torch.nn.Module):\n"
+        "    def mix(self):\n"
+        "        xm.wait_device_ops()\n"
+        "\n"
+        "\n"
+        "model = Mixer().to(device)\n"
+        "for data in pl.MpDeviceLoader(loader, device):\n"
+        "    model(data).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    model.mix()\n"
+    )
+    assert graph(source) == [(line(source, "xm.wait_device_ops()"), 9, "XLA302",
+                              blocking("xm.wait_device_ops()", "waits for all device work"))]
+
+
+def test_evaluation_loop_over_device_batches() -> None:
+    source = HEADER + (
+        "def evaluate(model, loader):\n"
+        "    for data, target in pl.MpDeviceLoader(loader, device):\n"
+        "        loss = torch.nn.functional.cross_entropy(model(data), target)\n"
+        "        print(loss)\n"
+        "        total += loss.item()\n"
+    )
+    assert graph(source) == [
+        (line(source, "print(loss)"), 9, "XLA303", read("print(loss)", BATCHES)),
+        (line(source, "total +="), 18, "XLA303", read("loss.item()", BATCHES)),
+    ]
+
+
+def test_evaluation_loop_with_a_model_from_a_helper() -> None:
+    source = HEADER + (
+        "def build():\n"
+        "    net = torch.nn.Linear(4, 4)\n"
+        "    return net.to(device)\n"
+        "\n"
+        "\n"
+        "model = build()\n"
+        "for batch in batches:\n"
+        "    out = model(**batch)\n"
+        "    correct += int(out.argmax())\n"
+    )
+    assert graph(source) == [(line(source, "correct +="), 16, "XLA303", read("int(out.argmax())", MODEL))]
+
+
+def test_token_loop() -> None:
+    source = HEADER + (
+        "model = AutoModelForCausalLM.from_pretrained('gpt2').to(device)\n"
+        "ids = torch.tensor([[1, 2, 3]], device=device)\n"
+        "for _ in range(32):\n"
+        "    logits = model(ids).logits\n"
+        "    next_id = logits[:, -1].argmax(-1)\n"
+        "    ids = torch.cat([ids, next_id[:, None]], dim=-1)\n"
+        "    print(tokenizer.decode(ids[0]))\n"
+        "    if (ids == eos).all():\n"
+        "        break\n"
+        "    last = next_id.cpu()\n"
+    )
+    assert graph(source) == [
+        (line(source, "tokenizer.decode"), 11, "XLA303", read("decoding ids[0]", MODEL)),
+        (line(source, "(ids == eos)"), 8, "XLA304", branch("(ids == eos).all()", MODEL)),
+        (line(source, "last ="), 12, "XLA303", read("next_id.cpu()", MODEL)),
+    ]
+
+
+def test_per_iteration_callback_of_a_library() -> None:
+    source = HEADER + (
+        "metric = RunningAverage(output_transform=lambda out: out.item())\n"
+    )
+    assert graph(source) == [(line(source, "RunningAverage"), 54, "XLA303",
+                              read("out.item()", "in a callback that runs on every iteration (output_transform)"))]
