@@ -510,11 +510,10 @@ class _Evaluator:
                 results.append(self._judge(ast.GtE, parsed))
                 continue
             if version.endswith(".*") and op in ("==", "!="):
-                prefix = _version_tuple(version[:-2])
-                if prefix is None or self.target is None:
+                prefix = [int(p) for p in version[:-2].split(".") if p.isdigit()]
+                if self.target is None or not 1 <= len(prefix) <= 2:
                     return _Truth(_EITHER, True, True)
-                same = (self.target.major, self.target.minor)[:len([p for p in version[:-2].split(".")])] == \
-                    prefix[:len(version[:-2].split("."))]
+                same = list(self.target)[:len(prefix)] == prefix
                 results.append(_Truth(_TRUE if same == (op == "==") else _FALSE, True))
                 continue
             parsed = _version_tuple(version)

@@ -271,3 +271,22 @@ def test_a_pyproject_of_the_wrong_shape_declares_nothing(tmp_path, monkeypatch, 
     (tmp_path / "requirements.txt").write_text("torch_xla>=2.5\n")
     assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).version == Version(2, 5)
     assert capsys.readouterr().err == ""
+
+
+# a release guard's branches on each target in TARGETS: the branch that runs there is linted
+GUARDED = {
+    'RequirementCache("torch_xla>=2.5,<2.9")': (None, None, "XLA102", "XLA101", None),
+    'RequirementCache("torch-xla==2.6.*")': (None, None, "XLA102", None, None),
+    "_XLA_GREATER_EQUAL_2_8": (None, None, None, "XLA101", "XLA101"),
+    "not _TORCH_GREATER_EQUAL_2_8": (None, None, "XLA102", None, None),
+    "torch_xla.__version__ < '2.7'": (None, None, "XLA102", None, None),
+}
+
+
+@pytest.mark.parametrize("test, expected", GUARDED.items(), ids=GUARDED.keys())
+def test_release_guards_follow_the_target(test: str, expected) -> None:
+    source = ("import torch_xla\n" + XM + XR + f"if {test}:\n    n = xm.xrt_world_size()\n"
+              "else:\n    n = xr.world_size()\n")
+    got = tuple(" ".join(sorted(d.code for d in lint_source(source, target=t) if d.code.startswith("XLA1")))
+                or None for t in TARGETS)
+    assert got == expected
