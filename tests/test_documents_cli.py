@@ -14,7 +14,8 @@ DOCUMENTS = pathlib.Path(__file__).parent / "documents"
 XLA102_DEVICE = ("XLA102 [*] xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)")
 XLA101_WORLD = ("XLA101 [*] xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() "
                 "(2.1+)")
-XLA105_MESH = ("XLA105 [*] FSDPv2(): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
+XLA105_MESH = ("XLA105 [*] FSDPv2() (torch_xla.experimental.spmd_fully_sharded_data_parallel."
+               "SpmdFullyShardedDataParallel): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
                "(TypeError); pass them as keywords: mesh=..., shard_output=...")
 
 
