@@ -115,10 +115,13 @@ def _by_index(document: Document) -> Dict[int, Block]:
 
 
 def programs(document: Document, text: str) -> List[Program]:
-    """One program of all blocks, or one per block when the document says its blocks are separate."""
+    """One program of all blocks, or one per block when the document says its blocks are separate.
+    A notebook cell's ``%%writefile x.py`` body is another file: always a program of its own."""
     if SEPARATE_BLOCKS in text:
         return [Program.of(document, [block]) for block in document.blocks]
-    return [Program.of(document)] if document.blocks else []
+    files = [Program.of(document, [block]) for block in document.blocks if block.kind == "writefile"]
+    shared = [block for block in document.blocks if block.kind != "writefile"]
+    return ([Program.of(document, shared)] if shared else []) + files
 
 
 def lint_document(document: Document, text: str, target: Target, assume_xla: bool = False

@@ -62,7 +62,8 @@ class Block:
     origin: Tuple[Tuple[int, int], ...]
     cell: Optional[int] = None  # notebooks: 1-based position among all cells
     json_lines: Tuple[int, ...] = ()  # notebooks: per source line, its line in the .ipynb when stored as a list
-    kind: str = ""  # "cell", "fence", "pycon", "doctest", "code-block" or "literal"
+    # "cell", "writefile" (a cell's %%writefile body), "fence", "pycon", "doctest", "code-block", "literal"
+    kind: str = ""
 
 
 @dataclass
@@ -167,6 +168,8 @@ class _Reader:
         """``quiet``: a `::` literal block, kept only when it parses and looks like Python, and
         never reported as skipped (most literal blocks are shell sessions or output)."""
         texts = [line.text for line in layout.lines if not line.output]
+        if ipython and is_writefile(texts):
+            kind = "writefile"  # the body is another file: a program of its own
         if ipython:
             replaced = _ipython(texts)
             if isinstance(replaced, str):
@@ -212,6 +215,13 @@ def _looks_like_python(tree: ast.Module) -> bool:
                for node in ast.walk(tree))
 
 
+def is_writefile(lines: List[str]) -> bool:
+    """Whether a cell writes its body to a Python file (``%%writefile [-a] train.py``)."""
+    first = next((line.lstrip() for line in lines if line.strip()), "")
+    words = first[2:].split() if first.startswith("%%") else []
+    return len(words) > 1 and words[0] == "writefile" and words[-1].strip("'\"").endswith(".py")
+
+
 def _ipython(lines: List[str]) -> Union[str, Tuple[List[str], FrozenSet[int]]]:
     """The lines with IPython-only syntax replaced by placeholders at the same indentation, and
     the 1-based numbers of the lines replaced; or why the block is not Python (a cell magic)."""
@@ -221,7 +231,7 @@ def _ipython(lines: List[str]) -> Union[str, Tuple[List[str], FrozenSet[int]]]:
     if first is not None and lines[first].lstrip().startswith("%%"):
         words = lines[first].lstrip()[2:].split() or [""]
         name = words[0]
-        if name == "writefile" and len(words) > 1 and words[-1].strip("'\"").endswith(".py"):
+        if is_writefile(lines):
             # the body is a Python file written as it stands: no IPython syntax to replace in it
             out[first] = _indentation(lines[first]) + "pass" + _MARKER.format(first + 1)
             return out, frozenset({first + 1})

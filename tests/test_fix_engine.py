@@ -2,6 +2,7 @@
 
 Each case is the whole file before and after, so a test fails on any other change."""
 import ast
+import json
 import textwrap
 
 import pytest
@@ -426,3 +427,23 @@ def test_a_guide_s_separate_examples_are_not_related_by_line_but_a_notebook_s_ce
 
     notebook = nbformat.writes(new_notebook(cells=[new_code_cell(use), new_code_cell(launch)]))
     assert "XLA306" in [code for code, _ in codes("tut.ipynb", notebook)]
+
+
+def test_a_writefile_cell_is_a_program_of_its_own() -> None:
+    # the notebook imports xm in cell 1; the %%writefile body is train.py, which never does:
+    # its fix must import there, not lean on (or move code into) the notebook's cells
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from flake8_xla.blocks import programs
+
+    script = "import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\n"
+    text = nbformat.writes(new_notebook(cells=[
+        new_code_cell("import torch_xla.core.xla_model as xm\nprint(1)"),
+        new_code_cell("%%writefile train.py\n" + script)]))
+    document = read_document("nb.ipynb", text)
+    assert [[document.blocks[i].kind for i in p.order] for p in programs(document, text)] == [["cell"], ["writefile"]]
+    result = fix_document(document, text, target(), lambda code: True, unsafe=False)
+    cells = ["".join(c["source"]) for c in json.loads(result.text)["cells"]]
+    assert cells == ["import torch_xla.core.xla_model as xm\nprint(1)",
+                     "%%writefile train.py\nimport torch_xla.runtime as xr\nn = xr.world_size()\n"]
