@@ -91,6 +91,11 @@ class ApiRow:
             return "deprecated"
         return None
 
+    def upstream_on(self, target: Optional[Version]) -> bool:
+        """Whether an upstream replacement exists on ``target`` (None: on some release)."""
+        return self.replacement is not None and (
+            target is None or self.replacement_since is None or target >= self.replacement_since)
+
     def advice(self, target: Optional[Version] = None) -> str:
         """What to use instead; the companion is named only where the target has no upstream
         replacement (with no target: always, as the migration guide does)."""
@@ -100,8 +105,7 @@ class ApiRow:
             text = f"{text}; {self.instead}" if self.instead else text
         else:
             text = self.instead or "no replacement"
-        upstream = self.replacement is not None and target is not None and (
-            self.replacement_since is None or target >= self.replacement_since)
+        upstream = target is not None and self.upstream_on(target)
         return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
 
 

@@ -9,7 +9,7 @@ import ast
 import functools
 from typing import Callable, ClassVar, Iterator, List, NamedTuple, Optional, Tuple
 
-from .lifecycle import ApiRow, ApiTable, argument_hits
+from .lifecycle import ApiRow, ApiTable, api_table, argument_hits
 from .rule import Diagnostic, FileContext, Rule
 from .semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from .versions import Version
@@ -180,9 +180,13 @@ class LifecycleRule(Rule):
         from .lifecycle_fix import build_fix
 
         for use in ctx.lifecycle_uses:
-            if use.row.kind in self.kinds and use.state in self.states:
+            if use.row.kind in self.kinds and use.state in self.states and self.reports(use):
                 builder = functools.partial(build_fix, use) if use.row.fix.kind != "manual" else None
                 yield self.diagnostic(ctx, use.node, self.message(use)), builder
+
+    def reports(self, use: LifecycleUse) -> bool:
+        """A further choice among the uses of the rule's kinds and states (default: all)."""
+        return True
 
     def message(self, use: LifecycleUse) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -195,6 +199,21 @@ class LifecycleRule(Rule):
             return "planned" in self.states
         return any(s in self.states for s in ("removed", "deprecated")
                    if (s == "removed" and row.removed_in) or (s == "deprecated" and row.deprecated_in))
+
+
+_PLAN_PHRASES = {
+    "deprecation": "is planned for deprecation",
+    "removal": "is planned for removal",
+    "internalization": "is planned to become internal",
+    "replacement": "is planned to be replaced",
+}
+
+
+def planned_message(use: LifecycleUse) -> str:
+    """XLA103/XLA903: the planned change (not done yet) and what to use instead."""
+    phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
+    return (f"{use.api} {phrase} by the PyTorch/XLA usability plan "
+            f"(no warning as of torch_xla {api_table().latest}); {use.row.advice(use.target)}")
 
 
 def removal_phrase(row: ApiRow, state: str, removed_verb: str = "was removed") -> str:

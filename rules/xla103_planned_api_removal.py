@@ -1,26 +1,21 @@
 """XLA103 planned-api-removal."""
-from flake8_xla.lifecycle import api_table
-from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse
+from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, planned_message
 from flake8_xla.rule import Example
-
-_PLAN_PHRASES = {
-    "deprecation": "is planned for deprecation",
-    "removal": "is planned for removal",
-    "internalization": "is planned to become internal",
-    "replacement": "is planned to be replaced",
-}
 
 
 class PlannedApiRemoval(LifecycleRule):
     code = "XLA103"
     name = "planned-api-removal"
-    summary = "A torch_xla API the usability plan will deprecate, remove or internalize"
+    summary = "A torch_xla API the usability plan will deprecate, remove or internalize (upstream replacement exists)"
     kinds = ("function", "class", "decorator")
     states = ("planned",)
     what_it_does = (
         "Flags uses of torch_xla APIs that the PyTorch/XLA usability plan (pytorch/xla#7739 and its "
         "per-API issues) slates for deprecation, removal or internalization but that do not warn "
-        "yet. The message says that the change is planned, not done, and what to use instead."
+        "yet, where the target release has an upstream replacement. The message says that the change "
+        "is planned, not done, and what to use instead. Planned APIs with no upstream replacement on "
+        "the target (`xm.save`, `xm.mesh_reduce`, `xm.optimizer_step`, ...) are XLA903, off by default: "
+        "on real code nobody wanted to change a call that still works and has nothing to move to."
     )
     why_bad = (
         "Code written against these APIs today is the code that breaks in a release or two, "
@@ -49,6 +44,10 @@ class PlannedApiRemoval(LifecycleRule):
             "import torch\n\ntorch.save({}, 'model.pt')\n",
             title="torch.save is not xm.save",
         ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), 'model.pt')\n",
+            title="no upstream replacement: XLA903 (opt-in)",
+        ),
     )
     invalid = (
         Example(
@@ -71,20 +70,10 @@ class PlannedApiRemoval(LifecycleRule):
                    "\n"
                    "barrier = functools.partial(xla_compat.rendezvous, 'init')\n"),
         ),
-        Example(
-            "import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), 'model.pt')\n",
-            expect=((3, 1, "xm.save() is planned for removal by the PyTorch/XLA usability plan "
-                           "(no warning as of torch_xla 2.9); no upstream replacement; torch.save() "
-                           "CPU copies on the master ordinal (torch.distributed.checkpoint under SPMD); "
-                           "companion: xla_compat.save()"),),
-            title="no upstream replacement",
-            fixed=("import xla_compat\n"
-                   "\n"
-                   "xla_compat.save(model.state_dict(), 'model.pt')\n"),
-        ),
     )
 
+    def reports(self, use: LifecycleUse) -> bool:
+        return use.row.upstream_on(use.target)
+
     def message(self, use: LifecycleUse) -> str:
-        phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
-        return (f"{use.api} {phrase} by the PyTorch/XLA usability plan "
-                f"(no warning as of torch_xla {api_table().latest}); {use.row.advice(use.target)}")
+        return planned_message(use)

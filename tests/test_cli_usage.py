@@ -123,9 +123,9 @@ def test_show_source_prints_the_line_and_a_caret(project, capsys) -> None:
                               f"b.py:5:5: {WORLD_MESSAGE}\nn = xm.xrt_world_size()\n    ^\n")
     # from the cache too, and for what fix leaves
     assert run(capsys, "check", "--show-source", "b.py")[1] == run(capsys, "check", "--show-source", "b.py")[1] == out
-    (project / "c.py").write_text("import torch_xla.core.xla_model as xm\nxm.save(m, 'p')\n")
+    (project / "c.py").write_text("import torch_xla.core.xla_model as xm\nxm.rendezvous('init')\n")
     code, out, _ = run(capsys, "fix", "--show-source", "c.py")
-    assert code == 1 and out.endswith("\nxm.save(m, 'p')\n^\n")
+    assert code == 1 and out.endswith("\nxm.rendezvous('init')\n^\n")
 
 
 def test_show_source_in_a_markdown_guide(project, capsys) -> None:
@@ -181,10 +181,10 @@ def test_stdin_filename_names_stdin_for_report_and_per_file_ignores(project, cap
 
 
 def test_fix_stdin_prints_the_fixed_source(project, capsys, monkeypatch) -> None:
-    feed_stdin(monkeypatch, MARK_STEP + "xm.save(m, 'p')\n")
+    feed_stdin(monkeypatch, MARK_STEP + "xm.rendezvous('init')\n")
     code, out, err = run(capsys, "fix", "--stdin-filename", "pkg/mod.py", "-")
-    assert (code, out) == (1, "import torch_xla.core.xla_model as xm\n" + FIXED + "xm.save(m, 'p')\n")
-    assert err.startswith("pkg/mod.py:5:1: XLA103 xm.save() is planned for removal")  # on stderr: stdout holds code
+    assert (code, out) == (1, "import torch_xla.core.xla_model as xm\n" + FIXED + "xm.rendezvous('init')\n")
+    assert err.startswith("pkg/mod.py:5:1: XLA103 xm.rendezvous() is planned for removal")  # stdout holds code
     assert "Fixed 1 issue in 1 file (XLA102 x1)" in err
     feed_stdin(monkeypatch, "x = 1\r\n")
     assert run(capsys, "fix", "-") == (0, "x = 1\r\n", "Fixed 0 issues in 0 files.\n")  # unchanged, byte for byte

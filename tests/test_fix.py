@@ -155,12 +155,12 @@ def test_diff_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
 
 def test_summary_names_what_needs_a_human(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\nxm.save(m, 'p')\n"
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\nxm.rendezvous('init')\n"
                                    "d = xm.xla_device(0, 'TPU')\n")
     assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
     out, err = capsys.readouterr()
     assert [line.split(" ")[:2] for line in out.splitlines()] == [["a.py:4:1:", "XLA103"], ["a.py:5:5:", "XLA102"]]
-    # each remaining diagnostic is counted once: xla_device(0, 'TPU') has no fix, xm.save an unsafe one
+    # each remaining diagnostic is counted once: xla_device(0, 'TPU') has no fix, xm.rendezvous an unsafe one
     assert err == "Fixed 1 issue in 1 file (XLA102 x1); 1 needs a human (listed above); " \
                   "1 more fixable with --unsafe-fixes.\n"
 

@@ -386,7 +386,7 @@ PARITY_SOURCE = ("import torch_xla.core.xla_model as xm\n"
                  "xm.mark_step()\n"
                  "n = xm.xrt_world_size()\n"
                  "xm.rendezvous('x')\n"
-                 "xm.optimizer_step(opt)  # noqa: F821\n"
+                 "xm.unlazy([t])  # noqa: F821\n"
                  "import os\n")
 
 

@@ -27,11 +27,11 @@ TABLE = {
     XM + "xm.parse_xla_device('TPU:0')": (None, None, "XLA102", "XLA101", "XLA101"),
     XR + "xr.using_pjrt()": (None, None, "XLA101", "XLA101", "XLA101"),
     XR + "xr.xla_device()": (None, None, None, "XLA101", "XLA101"),
-    XM + "xm.optimizer_step(opt)": ("XLA103",) * 5,
+    XM + "xm.optimizer_step(opt)": ("XLA903",) * 5,  # no upstream replacement: the opt-in code
     XM + "xm.get_local_ordinal(0)": ("XLA103", "XLA103", "XLA103 XLA105", "XLA103 XLA105", "XLA103 XLA105"),
-    XM + "xm.get_xla_supported_devices('TPU')": ("XLA103", "XLA103 XLA105", "XLA103 XLA105",
-                                                 "XLA103 XLA105", "XLA103 XLA105"),
-    XMP + "xmp.spawn(f, args=(), nprocs=8)": ("XLA103 XLA105",) * 5,
+    XM + "xm.get_xla_supported_devices('TPU')": ("XLA903", "XLA103 XLA105", "XLA103 XLA105",
+                                                 "XLA103 XLA105", "XLA103 XLA105"),  # devices() from 2.3
+    XMP + "xmp.spawn(f, args=(), nprocs=8)": ("XLA105 XLA903",) * 2 + ("XLA103 XLA105",) * 3,  # launch() from 2.5
     FSDPV2 + "FSDPv2(model, mesh)": ("XLA216", "XLA105 XLA216", "XLA105 XLA216", "XLA105 XLA216", "XLA105 XLA216"),
     FSDP + "FSDP(model, mark_step_on_finalization=True)": (None, None, None, "XLA105", "XLA105"),
     "import torch_xla.experimental.xla_sharding as xs": (None, "XLA104", "XLA104", "XLA104", "XLA104"),
