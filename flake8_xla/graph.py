@@ -9,7 +9,7 @@ from .loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP,
 WHERE = {
     TRAINING_LOOP: "on every training step",
     MODEL_LOOP: "on every iteration of a loop that runs the model",
-    DEVICE_LOOP: "on every iteration of a loop over a device loader's batches",
+    DEVICE_LOOP: "on every iteration of a loop that works on the device",
     CALLBACK: "in a callback that runs on every iteration (output_transform)",
     FORWARD: "on every forward pass",
     COMPILED: "in a torch_xla.compile step",

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
 
+from .flow import dotted
 from .syntax import walk
 from .semantic import Reference
 
@@ -85,7 +86,9 @@ def _over_constants(loop: ast.AST) -> bool:
 # -- step regions: every place whose code runs once per step -------------------------------------
 TRAINING_LOOP = "training loop"  # a loop whose body calls backward / an optimizer step
 MODEL_LOOP = "model loop"  # a loop whose body runs a model on device tensors (evaluation, generation)
-DEVICE_LOOP = "device loop"  # a loop over a device loader's batches (it syncs after every batch)
+# a loop over a device loader's batches (it syncs after every batch), one that syncs the graph in its
+# own body, or one that makes device tensors (torch.zeros(..., device=device)) on every iteration
+DEVICE_LOOP = "device loop"
 COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla.compile / torch_xla.step
 DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
 FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
@@ -201,17 +204,30 @@ class LocalFunctions:
         return out
 
     def _caller_graph(self, loose: bool, enter_loops: bool) -> Dict[int, List[ast.AST]]:
+        """id(def) -> the defs whose own body calls it (one pass over the file's calls)."""
         key = (loose, enter_loops)
         graph = self._callers.get(key)
         if graph is None:
             graph = self._callers[key] = {}
-            stop = SCOPES if enter_loops else SCOPES + LOOPS
-            for fn in self.defs():
-                for node in walk(fn.body, stop):
-                    if type(node) is ast.Call:
-                        for target in self.targets(node, loose):
-                            graph.setdefault(id(target), []).append(fn)
+            index, in_loops = self.ctx.index, set() if enter_loops else self._calls_in_loops
+            defs = set(map(id, self.defs()))
+            for call in self.ctx.nodes_of(ast.Call):
+                if id(call) in in_loops:
+                    continue
+                caller = index.scope_of(call)
+                if id(caller) in defs:
+                    for target in self.targets(call, loose):
+                        graph.setdefault(id(target), []).append(caller)
         return graph
+
+    @functools.cached_property
+    def _calls_in_loops(self) -> Set[int]:
+        """id() of the calls inside a loop of their own scope."""
+        out: Set[int] = set()
+        for loop in self.ctx.nodes_of(*LOOPS):
+            if id(loop) not in out:
+                out.update(id(n) for n in walk(loop.body + loop.orelse, SCOPES))
+        return out
 
 
 class StepRegions:
@@ -245,13 +261,22 @@ class StepRegions:
     def stepping_functions(self) -> Set[int]:
         """id() of the file's functions that run a training step once per call (their own body,
         outside loops, calls backward / an optimizer step, itself or through another one)."""
-        qualnames = self.qualnames
+        qualnames, index = self.qualnames, self.ctx.index
+        holders = {id(index.scope_of(call)) for call in self._markers}
         direct = {id(fn) for fn in self.ctx.nodes_of(*_DEFS)
-                  if any(_marks_a_step(n, qualnames) for n in _own_nodes(fn.body))}
+                  if id(fn) in holders and any(_marks_a_step(n, qualnames) for n in _own_nodes(fn.body))}
         return self.local.reaching(direct, enter_loops=False)
 
     @functools.cached_property
+    def _markers(self) -> List[ast.Call]:
+        """Every call that marks a training step (most files have none, and then no training loop)."""
+        qualnames = self.qualnames
+        return [n for n in self.ctx.nodes_of(ast.Call) if _marks_a_step(n, qualnames)]
+
+    @functools.cached_property
     def training_loops(self) -> List[StepLoop]:
+        if not self._markers:
+            return []
         qualnames = self.qualnames
         stepping = self.stepping_functions
         targets = self.local.targets
@@ -274,8 +299,11 @@ class StepRegions:
         regions: Dict[int, StepRegion] = {}
         calls: List[tuple] = []  # (call, region): the file's functions they run belong to the region too
 
+        never, asserts = self.never_on_xla, is_test_file(ctx.filename)
+
         def claim(region: StepRegion, nodes: List[ast.AST]) -> None:
-            calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic) if type(n) is ast.Call)
+            calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic, never, asserts)
+                         if type(n) is ast.Call)
 
         compiled = self.compiled_functions
         for node in ctx.nodes_of(*_DEFS):
@@ -291,10 +319,11 @@ class StepRegions:
         for node in ctx.nodes_of(*LOOPS):
             if id(node) in regions:
                 continue
-            if type(node) in (ast.For, ast.AsyncFor) and tensors.yields_device(node.iter):
-                claim(StepRegion(node, DEVICE_LOOP), _loop_nodes(node))
-            elif tensors.may_have_modules and self._runs_model(node):
+            own = list(_own_nodes(node.body))
+            if tensors.may_have_modules and self._runs_model(own):
                 claim(StepRegion(node, MODEL_LOOP), _loop_nodes(node))
+            elif self._works_on_device(node, own):
+                claim(StepRegion(node, DEVICE_LOOP), _loop_nodes(node))
         for cls in tensors.module_classes.values():
             for fn in cls.body:
                 if type(fn) in _DEFS and fn.name == "forward":
@@ -317,11 +346,74 @@ class StepRegions:
                     claim(StepRegion(fn, region.kind), _inside(fn.body))
         return regions
 
-    def _runs_model(self, loop: ast.AST) -> bool:
-        """Whether the loop's own body calls a model (a name or ``self.x`` known to hold a module)
-        on inputs not all known to be on the host."""
+    @functools.cached_property
+    def never_on_xla(self) -> Set[int]:
+        """id() of the nodes that never run on XLA (the graph rules stay silent there): branches on a CUDA-only test
+        (``if torch.cuda.is_available():``, ``if attn_implementation == "flash_attention_2":``),
+        classes made for CUDA (``LlamaFlashAttention2``), training loops that use apex (CUDA-only),
+        data collators (``DataCollatorForSupervisedDataset``, ``collate_fn``: CPU batches), and the
+        file's functions called only from such code (silence is the safe side here)."""
+        ctx = self.ctx
+        out: Set[int] = set()
+        for node in ctx.nodes_of(ast.If, ast.IfExp):
+            xla = on_xla(node.test)
+            if xla is not None:
+                branch = (node.body if xla is False else node.orelse) if type(node) is ast.If else \
+                    [node.body if xla is False else node.orelse]
+                out.update(id(n) for n in walk(branch))
+        for cls in ctx.nodes_of(ast.ClassDef):
+            if CUDA_ONLY_CLASS.search(cls.name) or _COLLATE.search(cls.name):
+                out.update(id(n) for n in walk(cls.body))
+        for name, defs in self.local.functions.items():
+            if _COLLATE.search(name):
+                out.update(id(n) for fn in defs for n in walk(fn.body))
+        apex = {id(r.node) for r in ctx.model.references if not r.is_import and r.qualname.startswith("apex.")}
+        if apex:
+            for loop in ctx.nodes_of(*LOOPS):
+                inside = walk([loop])
+                if any(id(n) in apex for n in inside):
+                    out.update(id(n) for n in inside)
+        functions = self.local.functions
+        if out and functions:
+            sites: Dict[str, List[ast.AST]] = {}
+            for call in ctx.nodes_of(ast.Call):
+                if type(call.func) is ast.Name and call.func.id in functions:
+                    sites.setdefault(call.func.id, []).append(call)
+            changed = True
+            while changed:  # a helper of a CUDA-only helper is CUDA-only too
+                changed = False
+                for name, calls in sites.items():
+                    defs = functions[name]
+                    if id(defs[0].body[0]) not in out and all(id(c) in out for c in calls):
+                        out.update(id(n) for fn in defs for n in walk(fn.body))
+                        changed = True
+        return out
+
+    def _works_on_device(self, loop: ast.AST, own: List[ast.AST]) -> bool:
+        """A loop over a device loader; or an innermost loop (an epoch loop has the step loop in it)
+        whose body syncs the graph or makes a device tensor with a torch factory
+        (``torch.rand(n, device=device)``): every iteration is device work."""
+        tensors, qualnames = self.ctx.tensors, self.qualnames
+        if type(loop) in (ast.For, ast.AsyncFor) and tensors.yields_device(loop.iter):
+            return True
+        if any(type(node) in LOOPS for node in own):
+            return False
+        # a factory counts in a loop that counts steps (range(), while), not one over a few keys
+        counts = type(loop) is ast.While or (type(loop.iter) is ast.Call and type(loop.iter.func) is ast.Name and
+                                             loop.iter.func.id == "range")
+        for node in own:
+            if type(node) is ast.Call:
+                name = qualnames.get(id(node.func))
+                if name in SYNCS or (counts and name and name.startswith("torch.") and
+                                     any(k.arg == "device" for k in node.keywords) and tensors.is_device(node)):
+                    return True
+        return False
+
+    def _runs_model(self, own: List[ast.AST]) -> bool:
+        """Whether a loop's own body (``own``) calls a model (a name or ``self.x`` known to hold a
+        module) on inputs not all known to be on the host."""
         kind = self.ctx.tensors.kind
-        for node in _own_nodes(loop.body):
+        for node in own:
             func = getattr(node, "func", None)
             # model(x) or self.model(x): a method call on anything else is not a module call
             if type(node) is ast.Call and (type(func) is ast.Name or type(func) is ast.Attribute and
@@ -407,78 +499,141 @@ def _loop_nodes(loop: ast.AST, stop: tuple = SCOPES + LOOPS) -> List[ast.AST]:
 
 _XLA_WORD = re.compile(r"(?i)xla|tpu")
 _CUDA_WORD = re.compile(r"(?i)cuda|gpu|nccl|(?<![a-z])mps(?![a-z])")
+# string constants naming a backend that is not XLA (``_attn_implementation == "flash_attention_2"``)
+_CUDA_CONSTANT = re.compile(r"(?i)cuda(:\d+)?|gpu|nccl|mps|triton|flash_attention\w*")
+# classes that only run on CUDA (Hugging Face's FlashAttention2 variants, Triton kernels)
+CUDA_ONLY_CLASS = re.compile(r"Flash|Cuda|CUDA|Triton")
+# data collators run in the DataLoader, on CPU batches, before anything reaches the device
+_COLLATE = re.compile(r"(?i)collat")
+_DEBUG_FLAG = re.compile(r"(?i)_?(debug|verbose)\w*")
 
 
 def on_xla(test: ast.AST) -> Optional[bool]:
     """True for a test that holds on XLA and not on CUDA (``is_torch_xla_available()``,
     ``device.type == "xla"``, ``not torch.cuda.is_available()``), False for one that never holds
     on XLA (``torch.cuda.is_available()``, ``device.type == "cuda"``), None for anything else."""
-    if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+    kind = type(test)
+    if kind is ast.UnaryOp and type(test.op) is ast.Not:
         inner = on_xla(test.operand)
         return None if inner is None else not inner
-    if type(test) is ast.BoolOp:
+    if kind is ast.BoolOp:
         found = [on_xla(v) for v in test.values]
         if type(test.op) is ast.And and False in found:
             return False  # ``... and not on_xla and ...`` never holds on XLA
         return True if type(test.op) is ast.And and True in found else None
-    if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
+    if kind is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
         equal = type(test.ops[0]) is ast.Eq
         for side in (test.left, test.comparators[0]):
             if type(side) is ast.Constant and isinstance(side.value, str):
                 if _XLA_WORD.fullmatch(side.value):
                     return equal
-                if _CUDA_WORD.fullmatch(side.value):
+                if _CUDA_CONSTANT.fullmatch(side.value):
                     return not equal
         return None
-    if type(test) in (ast.Call, ast.Name, ast.Attribute):
-        text = ast.unparse(test.func if type(test) is ast.Call else test)
+    if kind in (ast.Call, ast.Name, ast.Attribute):
+        target = test.func if kind is ast.Call else test
+        text = dotted(target) or ast.unparse(target)
         if _XLA_WORD.search(text):
             return True
         return False if _CUDA_WORD.search(text) else None
     return None
 
 
-def _runs_once(node: ast.If, region: StepRegion, own: Set[int]) -> bool:
+def is_test_file(filename: str) -> bool:
+    """A test module (``test_*.py``, ``*_test.py``, or directly in a ``test``/``tests`` folder):
+    its assertions read values on purpose."""
+    parts = re.split(r"[\\/]", filename)
+    name = parts[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or (len(parts) > 1 and parts[-2] in ("test", "tests"))
+
+
+def _is_assertion(call: ast.Call) -> bool:
+    """``torch.testing.assert_close(...)``, ``self.assertEqual(...)``: a test's check."""
+    func = call.func
+    name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else ""
+    return name.startswith("assert")
+
+
+def _is_debug_flag(test: ast.AST) -> bool:
+    """``if debug:`` / ``if self.verbose:``: a switch that is off in a real run."""
+    name = dotted(test)
+    return name is not None and bool(_DEBUG_FLAG.fullmatch(name.rsplit(".", 1)[-1]))
+
+
+def _counters(loop: ast.AST) -> Set[str]:
+    """The loop's step counters: a ``for`` loop's target names, or the names a ``while`` loop's own
+    body increments (``step += 1``)."""
+    if type(loop) is ast.While:
+        return {n.target.id for n in walk(loop.body, SCOPES + LOOPS)
+                if type(n) is ast.AugAssign and type(n.op) is ast.Add and type(n.target) is ast.Name}
+    return {n.id for n in walk([loop.target]) if type(n) is ast.Name}
+
+
+def _runs_once(node: ast.If, loop: ast.AST, own: Set[int], counters: Set[str]) -> bool:
     """A branch of a loop region that runs on one iteration only: it ends by leaving the loop
-    (``return``/``raise``, or ``break`` in the loop's own body), or it tests the loop counter
-    against a constant (``if step == 0:``)."""
-    loop = region.node
-    if type(loop) not in LOOPS:
-        return False  # in a function called every step, a return ends the call, not the loop
+    (``return``/``raise``, or ``break`` in the loop's own body), or it tests the loop counter for
+    equality with something else (``if step == 0:``, ``if step == profile_step and trace:``)."""
     last = node.body[-1]
     if type(last) in (ast.Return, ast.Raise) or (type(last) is ast.Break and id(node) in own):
         return True
-    test = node.test
-    if type(loop) is ast.While or type(test) is not ast.Compare or len(test.ops) != 1 or \
-            type(test.ops[0]) is not ast.Eq:
+    tests = node.test.values if type(node.test) is ast.BoolOp and type(node.test.op) is ast.And else [node.test]
+    for test in tests:
+        if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:
+            sides = (test.left, test.comparators[0])
+            for a, b in (sides, sides[::-1]):
+                if type(a) is ast.Name and a.id in counters and \
+                        not any(type(n) is ast.Name and n.id in counters for n in walk([b])):
+                    return True
+    return False
+
+
+def _skips_to_periodic(node: ast.AST, periodic: FrozenSet[str]) -> bool:
+    """``if step % n: continue`` (or ``if not log_now: continue``): what follows runs every n steps."""
+    if type(node) is not ast.If or type(node.body[-1]) is not ast.Continue:
         return False
-    counters = {n.id for n in walk([loop.target]) if type(n) is ast.Name}
-    sides = (test.left, test.comparators[0])
-    return any(type(a) is ast.Name and a.id in counters for a in sides) and \
-        any(type(b) is ast.Constant and type(b.value) is int for b in sides)
+    test = node.test
+    if type(test) is ast.BinOp and type(test.op) is ast.Mod:
+        return True
+    if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.NotEq and _uses_mod(test):
+        return True
+    return type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Name and \
+        test.operand.id in periodic
 
 
 def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.AST],
-           periodic: FrozenSet[str] = frozenset()) -> List[ast.AST]:
-    """Give ``region`` the nodes no other region has and that run on every step; return them."""
-    excluded = set()  # throttled, run once, or in a branch that never runs on XLA
+           periodic: FrozenSet[str] = frozenset(), never: Set[int] = frozenset(),
+           asserts: bool = False) -> List[ast.AST]:
+    """Give ``region`` the nodes no other region has and that run on every step; return them.
+    Left out: code that never runs on XLA (``never``), throttled code, code that runs once, and
+    (``asserts``: in a test file) assertions."""
+    excluded = set()
+    loop = region.node if type(region.node) in LOOPS else None
     own: Optional[Set[int]] = None
+    counters: Set[str] = set()
+    blocks = [loop.body] if loop is not None else []
     for node in nodes:
         kind = type(node)
         if kind is ast.If:
-            if own is None:
-                own = {id(n) for n in _loop_nodes(region.node)} if type(region.node) in LOOPS else set()
-            if _is_throttle(node, periodic) or _runs_once(node, region, own):
+            if loop is not None and own is None:
+                own, counters = {id(n) for n in _loop_nodes(loop)}, _counters(loop)
+            if _is_throttle(node, periodic) or _is_debug_flag(node.test) or \
+                    (loop is not None and _runs_once(node, loop, own, counters)):
                 excluded.update(id(n) for n in _inside(node.body))
-        if kind in (ast.If, ast.IfExp):
-            xla = on_xla(node.test)
-            if xla is False:
-                excluded.update(id(n) for n in _inside(node.body if kind is ast.If else [node.body]))
-            elif xla is True:
-                excluded.update(id(n) for n in _inside(node.orelse if kind is ast.If else [node.orelse]))
+            blocks.append(node.body)
+            blocks.append(node.orelse)
+        elif asserts and (kind is ast.Assert or kind is ast.Call and _is_assertion(node)):
+            excluded.update(id(n) for n in _inside([node]))
+        elif kind in (ast.With, ast.AsyncWith, ast.Try) or kind in LOOPS:
+            blocks.append(node.body)
+    for block in blocks:  # `if step % n: continue` leaves the rest of its block periodic
+        for position, stmt in enumerate(block[:-1]):
+            if _skips_to_periodic(stmt, periodic):
+                excluded.update(id(n) for n in _inside(block[position + 1:]))
+                break
     out = []
     for node in nodes:
-        if id(node) not in excluded and id(node) not in regions:
-            regions[id(node)] = region
+        key = id(node)
+        if key not in excluded and key not in never and key not in regions:
+            regions[key] = region
             out.append(node)
     return out

@@ -112,7 +112,7 @@ class PatternRun:
                 if (rule.code, span) in seen:
                     continue
                 message = _first_accepted(rule.spec, alternatives, node, span, refs, expressions)
-                if message is not None:
+                if message is not None and not expressions.never_on_xla(node):
                     seen.add((rule.code, span))
                     start = node.range().start
                     self.by_code.setdefault(rule.code, []).append(
@@ -171,6 +171,11 @@ class _Expressions:
                     _character_column(ctx.lines, expr.end_lineno, expr.end_col_offset)) == wanted:
                 return expr
         return None
+
+    def never_on_xla(self, node) -> bool:
+        """Whether the match sits in code that never runs on XLA (a CUDA-only branch or class)."""
+        expr = self.at(node)
+        return expr is not None and id(expr) in self.ctx.step_regions.never_on_xla
 
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""

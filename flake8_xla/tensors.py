@@ -52,7 +52,7 @@ _TORCH_NOT_TENSORS = frozenset({
 })
 _FACTORIES = frozenset({
     "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace",
-    "eye", "tensor", "as_tensor", "empty_strided", "scalar_tensor", "normal", "bernoulli", "multinomial",
+    "eye", "tensor", "as_tensor", "empty_strided", "scalar_tensor", "normal",
 })
 _HOST_MODULES = ("numpy.", "math.", "time.", "random.", "os.", "sys.", "json.", "re.", "datetime.", "statistics.")
 _DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader"})
@@ -97,10 +97,11 @@ def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
 
 # A binding is a plain tuple (order, how, a, b), cheap to make by the thousand: ``order`` is
 # where it takes effect; ``how`` says what ``a`` and ``b`` are.
-_VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED, _PARAMETER = range(6)
+_VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED, _PARAMETER, _ARGUMENT = range(7)
 # _VALUE: a = the assigned expression; _AUGMENTED: a = the AugAssign; _FIXED: a = the kind;
 # _ITERATED / _UNPACKED: a = the iterable / the unpacked value, b = the target's index path;
-# _PARAMETER: a = the forward() def, b = the parameter's name (a tensor if the body uses it as one)
+# _PARAMETER: a = the forward() def, b = the parameter's name (a tensor if the body uses it as one);
+# _ARGUMENT: a = a plain function's def, b = (position, name): what every call of it in the file passes
 Binding = Tuple[Tuple[int, int], int, object, tuple]
 
 
@@ -155,6 +156,49 @@ class TensorFacts:
             self._masks[key] = False  # cycles: not a mask
             self._masks[key] = self._mask(node)
         return self._masks[key]
+
+    def _arguments(self, fn: ast.AST, where: Tuple[int, str]) -> List[ast.expr]:
+        """What the calls of a plain function pass for one parameter, when the file shows every call
+        (the function is never used other than called by name) and each passes it; else []."""
+        sites = self._call_sites.get(fn.name)
+        if not sites or self._functions.get(fn.name) != [fn] or fn.name in self._rebound_functions or \
+                self._name_loads.get(fn.name, 0) != len(sites):
+            return []
+        position, name = where
+        out = []
+        for call in sites:
+            value = next((k.value for k in call.keywords if k.arg == name), None)
+            if value is None and 0 <= position < len(call.args) and \
+                    not any(type(a) is ast.Starred for a in call.args[:position + 1]):
+                value = call.args[position]
+            if value is None:
+                return []
+            out.append(value)
+        return out
+
+    @functools.cached_property
+    def _call_sites(self) -> Dict[str, List[ast.Call]]:
+        out: Dict[str, List[ast.Call]] = {}
+        for call in self.index.of(ast.Call):
+            if type(call.func) is ast.Name:
+                out.setdefault(call.func.id, []).append(call)
+        return out
+
+    @functools.cached_property
+    def _name_loads(self) -> Dict[str, int]:
+        """How often each of the file's function names is read (called or passed on)."""
+        functions, out = self._functions, {}
+        for node in self.index.of(ast.Name):
+            if node.id in functions and type(node.ctx) is ast.Load:
+                out[node.id] = out.get(node.id, 0) + 1
+        return out
+
+    def _parameter_values(self, name: ast.Name) -> List[ast.expr]:
+        """For a name that is a plain function's parameter: what every call passes for it, else []."""
+        bound = self._lookup(name, name.id)
+        if len(bound) == 1 and bound[0][1] == _ARGUMENT:
+            return self._arguments(bound[0][2], bound[0][3])
+        return []
 
     def assigned_value(self, name: ast.Name) -> Optional[ast.expr]:
         """The expression a name was given by the one plain assignment that reaches it, if any."""
@@ -315,6 +359,9 @@ class TensorFacts:
                 # forward(self, x, seq_len, train): the others are tensors only where the body uses them as one
                 self._add(fn, arg.arg, ((0, 0), _PARAMETER, fn, arg.arg))
                 continue
+            elif owner is None and default is None and annotated is None:
+                self._add(fn, arg.arg, ((0, 0), _ARGUMENT, fn, (index if arg in positional else -1, arg.arg)))
+                continue
             else:
                 kind = None
             # bound even when unknown: the name must not resolve to an outer variable of that name
@@ -423,6 +470,9 @@ class TensorFacts:
             return a
         if how == _PARAMETER:
             return DEVICE if path in self._used_as_tensors(a) else None
+        if how == _ARGUMENT:
+            values = self._arguments(a, path)
+            return _same([self.kind(v) for v in values]) if values else None
         if how == _AUGMENTED:
             return join([self.kind(a.target), self.kind(a.value)])
         whole = self._element(a) if how == _ITERATED else self._unpacked(a)
@@ -478,7 +528,12 @@ class TensorFacts:
 
     def loader(self, expr: ast.expr) -> Kind:
         """DEVICE for an MpDeviceLoader / per_device_loader, HOST_TENSOR for a plain DataLoader
-        (its batches are on the CPU), else None; follows one plain assignment."""
+        (its batches are on the CPU), else None; follows one plain assignment, or a parameter to what
+        every call passes (``test_loop_fn(para_loader.per_device_loader(device))``)."""
+        if type(expr) is ast.Name:
+            values = self._parameter_values(expr)
+            if values:
+                return _same([self.loader(v) for v in values])
         value = (self.assigned_value(expr) or expr) if type(expr) is ast.Name else expr
         if type(value) is not ast.Call:
             return None
@@ -609,8 +664,8 @@ class TensorFacts:
             return DEVICE if method == "forward" else None
         if method in HOST_METHODS:
             return HOST
-        if method == "cpu":
-            return HOST_TENSOR
+        if method == "cpu" or (method == "to" and call.args and self._on_cpu(call.args[0])):
+            return HOST_TENSOR  # whatever it was (a tensor, or a module moved back), not on the device
         if receiver == HOST:
             return HOST
         if receiver not in TENSORS:
@@ -700,6 +755,8 @@ class TensorFacts:
         if len(parts) != 2 or not parts[1][:1].islower() or parts[1] in _TORCH_NOT_TENSORS:
             return None
         name = parts[1]
+        if name == "normal" and args and self.kind(args[0]) == DEVICE:
+            return DEVICE  # torch.normal(mean_tensor, std): samples where its mean lives
         if name in _FACTORIES or name == "from_numpy":
             device = _keyword(call, "device")
             if device is None:

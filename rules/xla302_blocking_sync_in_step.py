@@ -48,6 +48,10 @@ class BlockingSyncInStep(Rule):
                 "torch_xla.sync(wait=True)\n", title="throttled, and after the loop"),
         Example("import torch_xla\n\nfor data in loader:\n    predictions = model(data)\n"
                 "    torch_xla.sync(wait=True)\n", title="not a training loop"),
+        Example(LOOP.replace("for data, target in loader:", "for step, (data, target) in enumerate(loader):") +
+                "    torch_xla.sync()\n    if step == profile_step:\n        torch_xla.sync(wait=True)\n"
+                "    if step >= max_steps:\n        torch_xla.sync(wait=True)\n        break\n",
+                title="once: on one step, or in a branch that leaves the loop"),
     )
     invalid = (
         Example(

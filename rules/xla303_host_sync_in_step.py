@@ -142,6 +142,8 @@ class HostSyncInStep(Rule):
             if method in READS or (method == "to" and _to_cpu(node)):
                 if kind(func.value) in RULED_OUT or node.args and method != "to":
                     return None
+                if method in ("cpu", "to") and _discarded(ctx, node):
+                    return None  # `vae.to("cpu")` as a statement moves a module: a tensor's copy would be lost
                 return spelled(node, f".{method}()")
             value, how = _logged(ctx, node)
             if value is not None:
@@ -158,6 +160,11 @@ class HostSyncInStep(Rule):
             if value is not None:
                 return spelled(node, f"{func.id}({spelled(value, '...')})")
         return None
+
+
+def _discarded(ctx: FileContext, call: ast.Call) -> bool:
+    """Whether the call is a statement of its own (its value is thrown away)."""
+    return any(stmt.value is call for stmt in ctx.nodes_of(ast.Expr) if stmt.lineno == call.lineno)
 
 
 def _to_cpu(call: ast.Call) -> bool:

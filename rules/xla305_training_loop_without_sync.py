@@ -4,7 +4,7 @@ from typing import Iterator, Set, Tuple
 
 from flake8_xla.syntax import walk
 from flake8_xla.flow import is_constant
-from flake8_xla.loops import COMPILED, DYNAMO, SCOPES, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
+from flake8_xla.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
@@ -30,8 +30,9 @@ class TrainingLoopWithoutSync(Rule):
         "Flags a training loop (its body calls `.backward()`, `optimizer.step()` or `xm.optimizer_step`) whose "
         "data provably does not come from a device loader (it iterates a `torch.utils.data.DataLoader` built in "
         "the file, a `range()` or a literal, and draws no batches from anything else) and that never cuts the "
-        "graph: no `torch_xla.sync()` / `xm.mark_step()` in it, in a loop around it, or in a function of this "
-        "file it calls; no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / `torch_xla.step` "
+        "graph: no `torch_xla.sync()` / `xm.mark_step()` in it (also through a name given one, "
+        "`mark = xm.mark_step`), in a loop around it, or in a function or method of this file it calls (a "
+        "wrapper such as `Dist.sync()`); no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / `torch_xla.step` "
         "around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an iterable the "
         "analysis cannot see (a function parameter) are fine: the device loader syncs after every batch. So "
         "is a `range()` loop in a file that uses a device loader, unless it visibly draws from a plain one."
@@ -63,6 +64,9 @@ class TrainingLoopWithoutSync(Rule):
                 "batches = iter(pl.MpDeviceLoader(loader, device))\n\n\ndef get_batch():\n"
                 "    return next(batches)\n\n\nfor step in range(1000):\n    data, target = get_batch()\n"
                 + BODY.split("\n", 1)[1], title="a range() loop that may draw from a device loader"),
+        Example(HEADER + SETUP + "\n\nclass Dist:\n    @staticmethod\n    def barrier():\n        torch_xla.sync()\n\n\n"
+                "for data, target in loader:\n" + BODY + "    Dist.barrier()\n",
+                title="the project's own sync wrapper, defined in this file"),
     )
     invalid = (
         Example(
@@ -101,7 +105,8 @@ class TrainingLoopWithoutSync(Rule):
         for step in regions.training_loops:
             loop = step.loop
             region = regions.region_of(loop)
-            if id(loop) in cut or (region is not None and region.kind in (COMPILED, DYNAMO)):
+            if id(loop) in cut or (region is not None and region.kind in (COMPILED, DYNAMO)) or \
+                    id(loop) in regions.never_on_xla:
                 continue
             if type(loop) is not ast.For or not _plain(ctx, loop.iter):
                 continue
@@ -150,8 +155,14 @@ def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
         if name in SYNCS if type(value) is not ast.Call else name in XLA_COMPILE:
             aliases.update(t.id for t in node.targets if type(t) is ast.Name)
     direct = {id(fn) for fn in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef)
-              if any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list) or
-              any(_cuts(ctx, n, set(), aliases) for n in walk(fn.body, SCOPES))}
+              if any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list)}
+    # the scopes of the syncs themselves (found from the references, not by walking every function)
+    cutting = [r.call for r in ctx.model.references if r.call is not None and
+               (r.qualname in SYNCS or r.qualname in XLA_COMPILE or r.qualname in STEP_MARKERS)]
+    if aliases:
+        cutting += [c for c in ctx.nodes_of(ast.Call) if type(c.func) is ast.Name and c.func.id in aliases]
+    index = ctx.index
+    direct.update(id(index.scope_of(node)) for node in cutting if _cuts(ctx, node, set(), aliases))
     return ctx.step_regions.local.reaching(direct, loose=True), aliases
 
 

@@ -12,7 +12,7 @@ HEADER = ("import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm
           "device = torch_xla.device()\n")
 TRAIN = "on every training step"
 MODEL = "on every iteration of a loop that runs the model"
-BATCHES = "on every iteration of a loop over a device loader's batches"
+DEVICE = "on every iteration of a loop that works on the device"
 DYNAMIC = ("computes a data-dependent shape and falls back to the CPU on XLA: a device-to-host transfer and a copy "
            "back each call, and graphs that recompile as the size changes; keep shapes static (torch.where(cond, "
            "x, y), a mask multiply, or padding to a fixed size)")
@@ -302,8 +302,8 @@ def test_evaluation_loop_over_device_batches() -> None:
         "        total += loss.item()\n"
     )
     assert graph(source) == [
-        (line(source, "print(loss)"), 9, "XLA303", read("print(loss)", BATCHES)),
-        (line(source, "total +="), 18, "XLA303", read("loss.item()", BATCHES)),
+        (line(source, "print(loss)"), 9, "XLA303", read("print(loss)", DEVICE)),
+        (line(source, "total +="), 18, "XLA303", read("loss.item()", DEVICE)),
     ]
 
 
@@ -348,3 +348,118 @@ def test_per_iteration_callback_of_a_library() -> None:
     )
     assert graph(source) == [(line(source, "RunningAverage"), 54, "XLA303",
                               read("out.item()", "in a callback that runs on every iteration (output_transform)"))]
+
+
+def test_code_that_never_runs_on_xla() -> None:
+    source = HEADER + (
+        "from apex import amp\n"
+        "\n"
+        "\n"
+        "def _unpad(mask):\n"
+        "    indices = torch.nonzero(mask.flatten()).flatten()\n"
+        "    return indices, mask.sum().item()\n"
+        "\n"
+        "\n"
+        "class LlamaFlashAttention2(torch.nn.Module):\n"
+        "    def forward(self, x, mask):\n"
+        "        indices, longest = _unpad(mask)\n"
+        "        return x[:, :longest]\n"
+        "\n"
+        "\n"
+        "class Collator:\n"
+        "    def __call__(self, ids):\n"
+        "        return torch.where(ids == 0)[0].tolist()\n"
+        "\n"
+        "\n"
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for data in pl.MpDeviceLoader(loader, device):\n"
+        "    loss = model(data).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    if config.attn_implementation == 'flash_attention_2':\n"
+        "        print(loss.item())\n"
+        "for data in DataLoader(dataset):\n"
+        "    loss = model(data.to(device)).sum()\n"
+        "    with amp.scale_loss(loss, optimizer) as scaled:\n"
+        "        scaled.backward()\n"
+        "    optimizer.step()\n"
+        "    total += loss.item()\n"
+    )
+    assert graph(source) == []
+
+
+def test_rest_of_the_step_after_a_periodic_skip_and_debug_output() -> None:
+    source = HEADER + (
+        "model = torch.nn.Linear(4, 4).to(device)\n"
+        "for step, data in enumerate(pl.MpDeviceLoader(loader, device)):\n"
+        "    loss = model(data).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    if debug:\n"
+        "        print(f'loss {loss}')\n"
+        "    if step % log_interval:\n"
+        "        continue\n"
+        "    print(loss.item())\n"
+    )
+    assert graph(source) == []
+
+
+def test_assertions_in_a_test_module_read_values_on_purpose() -> None:
+    source = HEADER + (
+        "def test_matches_cpu():\n"
+        "    for x in inputs:\n"
+        "        y = torch.relu(x.to(device))\n"
+        "        torch_xla.sync()\n"
+        "        assert (y >= 0).all()\n"
+        "        torch.testing.assert_close(y.cpu(), torch.relu(x))\n"
+    )
+    assert [d for d in lint_source(source, "tests/test_relu.py") if d.code.startswith("XLA3")] == []
+    assert [(d.line, d.col + 1, d.code) for d in lint_source(source, "relu_check.py")] == [
+        (line(source, "assert (y"), 16, "XLA304"), (line(source, "assert_close"), 36, "XLA303")]
+
+
+def test_token_loop_that_syncs_with_an_unknown_model() -> None:
+    source = HEADER + (
+        "def generate(model, idx, steps, eos_id):\n"
+        "    for _ in range(steps):\n"
+        "        logits = model(idx)[0, -1]\n"
+        "        idx_next = torch.multinomial(torch.softmax(logits, dim=-1), num_samples=1)\n"
+        "        xm.mark_step()\n"
+        "        idx = torch.cat([idx, idx_next])\n"
+        "        if idx_next == eos_id:\n"
+        "            return idx\n"
+        "    return idx\n"
+    )
+    assert graph(source) == [(line(source, "if idx_next == eos_id"), 12, "XLA304",
+                              branch("idx_next == eos_id", DEVICE))]
+
+
+def test_sampling_loop_that_makes_device_tensors() -> None:
+    source = HEADER + (
+        "def sample(x, steps):\n"
+        "    for i in range(steps):\n"
+        "        keep = torch.rand(x.shape, device=device) < 0.5\n"
+        "        if keep.any():\n"
+        "            x = torch.where(keep, x, 0.0)\n"
+        "    for key in stats:\n"
+        "        stats[key] = torch.tensor([stats[key]], device=device).cpu().numpy()\n"
+        "    return x\n"
+    )
+    assert graph(source) == [(line(source, "if keep.any()"), 12, "XLA304", branch("keep.any()", DEVICE))]
+
+
+def test_evaluation_loop_over_a_loader_passed_by_the_caller() -> None:
+    source = HEADER + (
+        "def test_loop_fn(loader):\n"
+        "    correct = 0\n"
+        "    for data, target in loader:\n"
+        "        pred = model(data).argmax(dim=1)\n"
+        "        correct += pred.eq(target).sum().item()\n"
+        "    return correct\n"
+        "\n"
+        "\n"
+        "para_loader = pl.ParallelLoader(test_loader, [device])\n"
+        "accuracy = test_loop_fn(para_loader.per_device_loader(device))\n"
+    )
+    assert graph(source) == [(line(source, "correct +="), 20, "XLA303",
+                              read("pred.eq(target).sum().item()", DEVICE))]

@@ -26,6 +26,7 @@ def facts_and_last(source: str):
 @pytest.mark.parametrize("source, expected", [
     ("torch.randn(3, device=device)", DEVICE),
     ("torch.randn(3)", HOST_TENSOR),  # a factory without a device makes a CPU tensor
+    ("torch.multinomial(torch.randn(3, device=device).softmax(-1), 1)", DEVICE),  # samples where its input is
     ("torch.randn(3).to(device)", DEVICE),
     ("torch.randn(3, device=device).cpu()", HOST_TENSOR),
     ("torch.randn(3, device=device).to('cpu')", HOST_TENSOR),
@@ -46,7 +47,12 @@ def facts_and_last(source: str):
     ("class Net(torch.nn.Module):\n    pass\n\nNet()", MODULE),
     ("loss = compute(batch)\nloss.backward()\nloss", DEVICE),  # whatever .backward() is called on
     ("def compute(model, batch):\n    return F.cross_entropy(model(batch), batch)\n\ncompute(m, b)", DEVICE),
-    ("def ratio(a, b):\n    if b:\n        return a / b\n    return 0.0\n\nratio(1, 2)", None),
+    ("def ratio(a, b):\n    if b:\n        return a / b\n    return 0.0\n\nratio(x, y)", None),
+    # a parameter holds what every call in the file passes
+    ("def ratio(a, b):\n    if b:\n        return a / b\n    return 0.0\n\nratio(1, 2)", HOST),
+    ("f(torch.ones(2, device=device))\nf(t=torch.zeros(2).to(device))\ndef f(t):\n    t", DEVICE),
+    ("f(torch.ones(2, device=device))\nf(3)\ndef f(t):\n    t", None),
+    ("f(torch.ones(2, device=device))\ncallbacks = [f]\ndef f(t):\n    t", None),  # called elsewhere too
     ("for data, target in DataLoader(ds):\n    data", HOST_TENSOR),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    target", DEVICE),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    step", HOST),
