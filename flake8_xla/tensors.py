@@ -158,13 +158,20 @@ class TensorFacts:
         return self._masks[key]
 
     def _arguments(self, fn: ast.AST, where: Tuple[int, str]) -> List[ast.expr]:
-        """What the calls of a plain function pass for one parameter, when the file shows every call
-        (the function is never used other than called by name) and each passes it; else []."""
-        sites = self._call_sites.get(fn.name)
-        if not sites or self._functions.get(fn.name) != [fn] or fn.name in self._rebound_functions or \
-                self._name_loads.get(fn.name, 0) != len(sites):
-            return []
+        """What the calls of a function pass for one parameter, when the file shows every call and
+        each passes it, else []: a plain function never used other than called by name, or a method
+        (the only one of that name in the file) called only as ``self.name(...)``."""
         position, name = where
+        if id(fn) in self._method_class:
+            sites = self._self_calls.get(fn.name)
+            if not sites or len(self._methods.get(fn.name, ())) != 1 or self._attribute_loads.get(fn.name) != len(sites):
+                return []
+            position -= 1  # self
+        else:
+            sites = self._call_sites.get(fn.name)
+            if not sites or self._functions.get(fn.name) != [fn] or fn.name in self._rebound_functions or \
+                    self._name_loads.get(fn.name, 0) != len(sites):
+                return []
         out = []
         for call in sites:
             value = next((k.value for k in call.keywords if k.arg == name), None)
@@ -182,6 +189,33 @@ class TensorFacts:
         for call in self.index.of(ast.Call):
             if type(call.func) is ast.Name:
                 out.setdefault(call.func.id, []).append(call)
+        return out
+
+    @functools.cached_property
+    def _methods(self) -> Dict[str, List[ast.AST]]:
+        out: Dict[str, List[ast.AST]] = {}
+        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+            if id(fn) in self._method_class:
+                out.setdefault(fn.name, []).append(fn)
+        return out
+
+    @functools.cached_property
+    def _self_calls(self) -> Dict[str, List[ast.Call]]:
+        """``self.name(...)`` calls by name."""
+        out: Dict[str, List[ast.Call]] = {}
+        for call in self.index.of(ast.Call):
+            func = call.func
+            if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
+                out.setdefault(func.attr, []).append(call)
+        return out
+
+    @functools.cached_property
+    def _attribute_loads(self) -> Dict[str, int]:
+        """How often each method name of the file is read as an attribute (called or passed on)."""
+        methods, out = self._methods, {}
+        for node in self.index.of(ast.Attribute):
+            if node.attr in methods:
+                out[node.attr] = out.get(node.attr, 0) + 1
         return out
 
     @functools.cached_property
@@ -260,7 +294,8 @@ class TensorFacts:
                 return True
             name = self.qualname(node)
             if name and (name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() or
-                         name in FSDP_ANY or name in ("torch.compile", "torch.nn.parallel.DistributedDataParallel")):
+                         name in FSDP_ANY or name in ("torch.compile", "torch.nn.parallel.DistributedDataParallel") or
+                         _model_factory(name)):
                 return True
         return False
 
@@ -359,7 +394,7 @@ class TensorFacts:
                 # forward(self, x, seq_len, train): the others are tensors only where the body uses them as one
                 self._add(fn, arg.arg, ((0, 0), _PARAMETER, fn, arg.arg))
                 continue
-            elif owner is None and default is None and annotated is None:
+            elif default is None and annotated is None and (owner is None or not fn.decorator_list):
                 self._add(fn, arg.arg, ((0, 0), _ARGUMENT, fn, (index if arg in positional else -1, arg.arg)))
                 continue
             else:
@@ -495,6 +530,10 @@ class TensorFacts:
 
     def _element(self, iterable: ast.expr) -> Element:
         """What iterating ``iterable`` yields."""
+        if type(iterable) is ast.Name:
+            value = self.assigned_value(iterable)  # it = iter(loader)
+            if type(value) is ast.Call and self._callee(value) == "builtins.iter":
+                iterable = value
         if type(iterable) is ast.Call:
             qualname = self._callee(iterable)
             args = iterable.args
@@ -543,6 +582,27 @@ class TensorFacts:
             return DEVICE
         if qualname in _CPU_LOADERS:
             return HOST_TENSOR
+        fn = self._local_callee(value)
+        if fn is not None and id(fn) not in self._busy:
+            # a helper of this file that builds the loader: ``loader = self._get_train_dataloader()``
+            self._busy.add(id(fn))
+            try:
+                values = [n.value for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                           ast.ClassDef)) if type(n) is ast.Return]
+                return _same([self.loader(v) if v is not None else None for v in values]) if values else None
+            finally:
+                self._busy.discard(id(fn))
+        return None
+
+    def _local_callee(self, call: ast.Call) -> Optional[ast.AST]:
+        """The file's one function (``f(...)``) or method (``self.m(...)``) a call runs, if unique."""
+        func = call.func
+        if type(func) is ast.Name and self.qualname(func) is None:
+            defs = self._functions.get(func.id, ())
+            return defs[0] if len(defs) == 1 and func.id not in self._rebound_functions else None
+        if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
+            defs = self._methods.get(func.attr, ())
+            return defs[0] if len(defs) == 1 else None
         return None
 
     # -- names ------------------------------------------------------------------------------------
@@ -728,8 +788,10 @@ class TensorFacts:
                 return HOST
             if name in ("abs", "min", "max", "sum"):
                 return join(self.kind(a) for a in args) if args else None
+            if name == "next" and args:
+                return _flat(self._element(args[0]))  # a batch drawn from an iterator
             return None
-        if qualname in FSDP_ANY or qualname == "torch.nn.parallel.DistributedDataParallel":
+        if qualname in FSDP_ANY or qualname == "torch.nn.parallel.DistributedDataParallel" or _model_factory(qualname):
             return MODULE
         leaf = qualname.rsplit(".", 1)[-1]
         if qualname.startswith(_HOST_MODULES) or _returns_python_value(leaf) or \
@@ -834,6 +896,13 @@ _PYTHON_VALUE_NAMES = frozenset({
 })
 
 
+def _model_factory(qualname: str) -> bool:
+    """``torchvision.models.resnet50``, ``timm.create_model``: calls that build an nn.Module."""
+    return (qualname.startswith("torchvision.models.") and qualname.count(".") == 2 and
+            qualname.rsplit(".", 1)[-1][:1].islower() and not qualname.endswith(("get_weight", "list_models"))) or \
+        qualname == "timm.create_model"
+
+
 def _returns_python_value(leaf: str) -> bool:
     """``is_available``, ``is_initialized``, ``has_...``, ``get_rank``, ``world_size``: functions
     whose result is a Python value (a bool, an int, a device, a dtype)."""
@@ -841,7 +910,7 @@ def _returns_python_value(leaf: str) -> bool:
 
 
 _BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
-_BUILTIN_NAMES = frozenset(_HOST_BUILTINS | {"abs", "min", "max", "sum", "enumerate", "zip", "iter"})
+_BUILTIN_NAMES = frozenset(_HOST_BUILTINS | {"abs", "min", "max", "sum", "enumerate", "zip", "iter", "next"})
 _DTYPES = frozenset({
     "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int8", "int16", "short", "int32",
     "int", "int64", "long", "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",

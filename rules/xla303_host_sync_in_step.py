@@ -43,7 +43,9 @@ class HostSyncInStep(Rule):
         "with `log_now = step % N == 0`), code that runs once (`if step == 0:`, a branch that leaves the loop), "
         "branches that never run on XLA (`if torch.cuda.is_available():`), code after the loop, and other "
         "callbacks (nested functions and lambdas, e.g. a step closure) are fine, and so are shape reads "
-        "(`x.shape`, `x.size(0)`, `len(x)`)."
+        "(`x.shape`, `x.size(0)`, `len(x)`). A function's parameter holds what every call of it in the file "
+        "passes (`test_loop_fn(para_loader.per_device_loader(device))`), and unknown values stay silent except "
+        "for `.item()`, `.tolist()`, `.numpy()` and `.cpu()`, which only tensors have in practice."
     )
     why_bad = (
         "XLA tensors are lazy: reading a value cuts the graph traced so far, compiles and runs it, and copies "

@@ -463,3 +463,33 @@ def test_evaluation_loop_over_a_loader_passed_by_the_caller() -> None:
     )
     assert graph(source) == [(line(source, "correct +="), 20, "XLA303",
                               read("pred.eq(target).sum().item()", DEVICE))]
+
+
+def test_validation_helper_called_every_step_with_a_device_batch() -> None:
+    source = HEADER + (
+        "class Trainer:\n"
+        "    def _loader(self):\n"
+        "        return pl.MpDeviceLoader(self.data, device)\n"
+        "\n"
+        "    @torch_xla.compile(full_graph=True)\n"
+        "    def train_step(self, batch):\n"
+        "        loss = self.model(batch).sum()\n"
+        "        loss.backward()\n"
+        "        self.optimizer.step()\n"
+        "        return loss\n"
+        "\n"
+        "    def _validate(self, batch):\n"
+        "        mask = batch['src_mask']\n"
+        "        if mask.shape != batch['input_ids'].shape:\n"
+        "            raise ValueError('shape')\n"
+        "        if mask.sum() == 0:\n"
+        "            raise ValueError('empty')\n"
+        "\n"
+        "    def train(self):\n"
+        "        batches = iter(self._loader())\n"
+        "        for step in range(self.max_steps):\n"
+        "            batch = next(batches)\n"
+        "            self._validate(batch)\n"
+        "            loss = self.train_step(batch)\n"
+    )
+    assert graph(source) == [(line(source, "if mask.sum() == 0"), 12, "XLA304", branch("mask.sum() == 0"))]

@@ -41,6 +41,7 @@ def facts_and_last(source: str):
     ("F.relu(unknown)", DEVICE),  # an op's result is a tensor; where it lives is unknown
     ("unknown.sum()", None),  # could be a numpy array
     ("torch.nn.Linear(2, 2)", MODULE),
+    ("import torchvision\ntorchvision.models.alexnet(num_classes=10)", MODULE),
     ("AutoModelForCausalLM.from_pretrained('gpt2')", MODULE),
     ("tokenizer.from_pretrained('gpt2')", None),  # lower-case receiver: not a model class
     ("model = torch.nn.Linear(2, 2).to(device)\nmodel(torch.ones(2).to(device))", DEVICE),
@@ -53,6 +54,11 @@ def facts_and_last(source: str):
     ("f(torch.ones(2, device=device))\nf(t=torch.zeros(2).to(device))\ndef f(t):\n    t", DEVICE),
     ("f(torch.ones(2, device=device))\nf(3)\ndef f(t):\n    t", None),
     ("f(torch.ones(2, device=device))\ncallbacks = [f]\ndef f(t):\n    t", None),  # called elsewhere too
+    ("class T:\n    def run(self):\n        self.check(torch.ones(2, device=device))\n"
+     "    def check(self, batch):\n        batch", DEVICE),
+    ("class T:\n    def loader(self):\n        loader = pl.MpDeviceLoader(self.data, device)\n        return loader\n"
+     "    def run(self):\n        it = iter(self.loader())\n        next(it)", DEVICE),
+    ("it = iter(DataLoader(ds))\nnext(it)", HOST_TENSOR),
     ("for data, target in DataLoader(ds):\n    data", HOST_TENSOR),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    target", DEVICE),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    step", HOST),
