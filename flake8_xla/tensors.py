@@ -570,9 +570,15 @@ class TensorFacts:
         (its batches are on the CPU), else None; follows one plain assignment, or a parameter to what
         every call passes (``test_loop_fn(para_loader.per_device_loader(device))``)."""
         if type(expr) is ast.Name:
-            values = self._parameter_values(expr)
-            if values:
-                return _same([self.loader(v) for v in values])
+            if ("loader", id(expr)) in self._busy:
+                return None  # a recursive function passing its parameter on
+            self._busy.add(("loader", id(expr)))
+            try:
+                values = self._parameter_values(expr)
+                if values:
+                    return _same([self.loader(v) for v in values])
+            finally:
+                self._busy.discard(("loader", id(expr)))
         value = (self.assigned_value(expr) or expr) if type(expr) is ast.Name else expr
         if type(value) is not ast.Call:
             return None

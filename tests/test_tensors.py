@@ -59,6 +59,7 @@ def facts_and_last(source: str):
     ("class T:\n    def loader(self):\n        loader = pl.MpDeviceLoader(self.data, device)\n        return loader\n"
      "    def run(self):\n        it = iter(self.loader())\n        next(it)", DEVICE),
     ("it = iter(DataLoader(ds))\nnext(it)", HOST_TENSOR),
+    ("def f(loader):\n    f(loader)\n    for b in loader:\n        b", None),  # recursion: no loop forever
     ("for data, target in DataLoader(ds):\n    data", HOST_TENSOR),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    target", DEVICE),
     ("for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n    step", HOST),
