@@ -20,7 +20,6 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
 
 from .flow import dotted
 from .syntax import walk
-from .semantic import Reference
 
 # calls that mark a loop body as one training step
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
@@ -68,13 +67,6 @@ def _is_throttle(node: ast.AST, periodic: FrozenSet[str] = frozenset()) -> bool:
         return False
     return _uses_mod(node.test) or bool(periodic) and any(
         type(n) is ast.Name and n.id in periodic for n in walk([node.test]))
-
-
-def step_loops(loops: Sequence[ast.AST], references: Sequence[Reference]) -> List[StepLoop]:
-    """The loops (of those given) whose own body runs a training step (not through helpers)."""
-    qualnames = {id(r.node): r.qualname for r in references if not r.is_import}
-    return [StepLoop(node) for node in loops
-            if not _over_constants(node) and any(_marks_a_step(n, qualnames) for n in _own_nodes(node.body))]
 
 
 def _over_constants(loop: ast.AST) -> bool:

@@ -164,7 +164,8 @@ class TensorFacts:
         position, name = where
         if id(fn) in self._method_class:
             sites = self._self_calls.get(fn.name)
-            if not sites or len(self._methods.get(fn.name, ())) != 1 or self._attribute_loads.get(fn.name) != len(sites):
+            if not sites or len(self._methods.get(fn.name, ())) != 1 or \
+                    self._attribute_loads.get(fn.name) != len(sites):
                 return []
             position -= 1  # self
         else:
@@ -593,8 +594,8 @@ class TensorFacts:
             # a helper of this file that builds the loader: ``loader = self._get_train_dataloader()``
             self._busy.add(id(fn))
             try:
-                values = [n.value for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                                           ast.ClassDef)) if type(n) is ast.Return]
+                nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+                values = [n.value for n in walk(fn.body, nested) if type(n) is ast.Return]
                 return _same([self.loader(v) if v is not None else None for v in values]) if values else None
             finally:
                 self._busy.discard(id(fn))
@@ -801,7 +802,8 @@ class TensorFacts:
             return MODULE
         leaf = qualname.rsplit(".", 1)[-1]
         if qualname.startswith(_HOST_MODULES) or _returns_python_value(leaf) or \
-                (qualname.startswith(("torch_xla.runtime.", "torch.distributed.", "torch.cuda.")) and leaf[:1].islower()):
+                (qualname.startswith(("torch_xla.runtime.", "torch.distributed.", "torch.cuda.")) and
+                 leaf[:1].islower()):
             return HOST
         if qualname in _COLLECTIVES:
             return DEVICE

@@ -25,7 +25,8 @@ class BlockingSyncInStep(Rule):
     summary = "A call that blocks the host on every step of a training loop"
     what_it_does = (
         "Flags, inside a training loop (a loop whose body calls `.backward()`, `optimizer.step()` or "
-        "`xm.optimizer_step`, itself or through a function of this file), `torch_xla.sync(wait=True)`, `xm.mark_step(wait=True)`, "
+        "`xm.optimizer_step`, itself or through a function of this file), `torch_xla.sync(wait=True)`, "
+        "`xm.mark_step(wait=True)`, "
         "`xm.wait_device_ops()`, `xm.unlazy()`, and `xm.rendezvous`/`xla_rendezvous`/`mesh_reduce`/"
         "`save`/`do_on_ordinals`, also in a function of this file that the loop calls (`model.mix()` that waits). "
         "Calls under `if step % N == 0:` (or `if log_now:` with `log_now = step % N == 0`), calls that run once "

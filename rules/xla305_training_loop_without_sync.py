@@ -32,10 +32,12 @@ class TrainingLoopWithoutSync(Rule):
         "the file, a `range()` or a literal, and draws no batches from anything else) and that never cuts the "
         "graph: no `torch_xla.sync()` / `xm.mark_step()` in it (also through a name given one, "
         "`mark = xm.mark_step`), in a loop around it, or in a function or method of this file it calls (a "
-        "wrapper such as `Dist.sync()`); no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / `torch_xla.step` "
-        "around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an iterable the "
-        "analysis cannot see (a function parameter) are fine: the device loader syncs after every batch. So "
-        "is a `range()` loop in a file that uses a device loader, unless it visibly draws from a plain one."
+        "wrapper such as `Dist.sync()`); no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / "
+        "`torch_xla.step` around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an "
+        "iterable the analysis cannot see (a function parameter that the file's calls do not show to be a "
+        "plain DataLoader) are fine: the device loader syncs after every batch. So is a `range()` loop in a file "
+        "that uses a device loader, unless it visibly draws from a plain one, and a loop that never runs on XLA "
+        "(it uses apex, a CUDA-only library)."
     )
     why_bad = (
         "Lazy tensors only record operations; a sync is what compiles and runs them. Without one, each step's "
@@ -64,7 +66,8 @@ class TrainingLoopWithoutSync(Rule):
                 "batches = iter(pl.MpDeviceLoader(loader, device))\n\n\ndef get_batch():\n"
                 "    return next(batches)\n\n\nfor step in range(1000):\n    data, target = get_batch()\n"
                 + BODY.split("\n", 1)[1], title="a range() loop that may draw from a device loader"),
-        Example(HEADER + SETUP + "\n\nclass Dist:\n    @staticmethod\n    def barrier():\n        torch_xla.sync()\n\n\n"
+        Example(HEADER + SETUP + "\n\nclass Dist:\n    @staticmethod\n    def barrier():\n"
+                "        torch_xla.sync()\n\n\n"
                 "for data, target in loader:\n" + BODY + "    Dist.barrier()\n",
                 title="the project's own sync wrapper, defined in this file"),
     )

@@ -39,7 +39,8 @@ def read(label: str, where: str = TRAIN) -> str:
 
 
 def branch(test: str, where: str = TRAIN) -> str:
-    return f"`if {test}` branches on a tensor's value {where}: {WHY}; compute both sides and choose with torch.where(cond, a, b)"
+    return (f"`if {test}` branches on a tensor's value {where}: {WHY}; compute both sides and choose with "
+            "torch.where(cond, a, b)")
 
 
 def blocking(call: str, why: str) -> str:
