@@ -342,7 +342,7 @@ class StepRegions:
     def never_on_xla(self) -> Set[int]:
         """id() of the nodes that never run on XLA (the graph rules stay silent there): branches on a CUDA-only test
         (``if torch.cuda.is_available():``, ``if attn_implementation == "flash_attention_2":``),
-        classes made for CUDA (``LlamaFlashAttention2``), training loops that use apex (CUDA-only),
+        classes made for CUDA (``LlamaFlashAttention2``), functions that use apex (CUDA-only),
         data collators (``DataCollatorForSupervisedDataset``, ``collate_fn``: CPU batches), and the
         file's functions called only from such code (silence is the safe side here)."""
         ctx = self.ctx
@@ -359,12 +359,20 @@ class StepRegions:
         for name, defs in self.local.functions.items():
             if _COLLATE.search(name):
                 out.update(id(n) for fn in defs for n in walk(fn.body))
-        apex = {id(r.node) for r in ctx.model.references if not r.is_import and r.qualname.startswith("apex.")}
-        if apex:
-            for loop in ctx.nodes_of(*LOOPS):
-                inside = walk([loop])
-                if any(id(n) in apex for n in inside):
-                    out.update(id(n) for n in inside)
+        apex = [r.node for r in ctx.model.references if not r.is_import and r.qualname.startswith("apex.")]
+        if apex:  # the function that sets up apex (CUDA-only) is the CUDA path; at module level, its loops
+            index, at_top = ctx.index, set()
+            for node in apex:
+                scope = index.scope_of(node)
+                if type(scope) in _DEFS:
+                    out.update(id(n) for n in walk(scope.body))
+                else:
+                    at_top.add(id(node))
+            if at_top:
+                for loop in ctx.nodes_of(*LOOPS):
+                    inside = walk([loop])
+                    if any(id(n) in at_top for n in inside):
+                        out.update(id(n) for n in inside)
         functions = self.local.functions
         if out and functions:
             sites: Dict[str, List[ast.AST]] = {}

@@ -1,13 +1,17 @@
 """XLA901 dataloader-without-drop-last."""
 import ast
-from typing import Iterator
+import re
+from typing import Dict, Iterator
 
 from flake8_xla.flow import argument
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
-_BATCH_SIZE, _BATCH_SAMPLER, _DROP_LAST = 1, 4, 8
+_BATCH_SIZE, _SAMPLER, _BATCH_SAMPLER, _DROP_LAST = 1, 3, 4, 8
+# loaders for evaluation keep every sample on purpose (dropping changes the metric or loses predictions)
+_EVALUATION = re.compile(r"(?i)val|test|eval|predict|infer|submission")
+_TRAINING = re.compile(r"(?i)train|tune|fit")
 HEADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\n"
 
 
@@ -21,8 +25,11 @@ class DataloaderWithoutDropLast(Rule):
         "that batch (`batch_size` other than 1 or None) without `drop_last=True`, including an explicit "
         "`drop_last=False`. Loaders given a `batch_sampler` (the sampler decides about the last batch), "
         "`**kwargs`, `*args` or a `drop_last` that is not a constant are not reported: the call may be "
-        "fine. It is a heuristic and off by default: evaluation loaders often keep the last batch on "
-        "purpose."
+        "fine. Neither are evaluation loaders (the loader's name, the function returning it, or its dataset "
+        "says val/test/eval/predict, and nothing says train): dropping samples there changes the metric or "
+        "loses predictions, so pad instead; nor loaders whose sampler draws with replacement (an epoch "
+        "that never ends on a partial batch), nor code that never runs on XLA (a function that sets up "
+        "apex). It is a heuristic and off by default."
     )
     why_bad = (
         "When the dataset size is not a multiple of the batch size, the last batch of every epoch is "
@@ -47,6 +54,10 @@ class DataloaderWithoutDropLast(Rule):
                 title="unknown arguments"),
         Example("from torch.utils.data import DataLoader\n\nloader = DataLoader(train_set, batch_size=64)\n",
                 title="not a torch_xla file"),
+        Example(HEADER + "val_loader = DataLoader(val_set, batch_size=64)\n\n\ndef predict_dataloader(self):\n"
+                "    return DataLoader(self.datasets['predict'], batch_size=64)\n\n\n"
+                "stream = DataLoader(train_set, batch_size=64, sampler=RandomSampler(train_set, replacement=True))\n",
+                title="evaluation loaders, and a sampler that never ends an epoch"),
     )
     invalid = (
         Example(
@@ -71,8 +82,14 @@ class DataloaderWithoutDropLast(Rule):
         if not loaders or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
                                   for r in ctx.model.references):
             return
+        names: Dict[int, str] = {}  # id(value) -> the text of what it is assigned to
+        for node in ctx.nodes_of(ast.Assign):
+            names[id(node.value)] = " ".join(ast.unparse(t) for t in node.targets)
+        never = ctx.step_regions.never_on_xla
         for ref in loaders:
             call = ref.call
+            if id(call) in never or _for_evaluation(ctx, call, names) or _endless(ctx, call):
+                continue
             if any(kw.arg is None for kw in call.keywords) or any(type(a) is ast.Starred for a in call.args):
                 continue  # **kwargs / *args: the arguments are unknown
             sampler = argument(call, _BATCH_SAMPLER, "batch_sampler")
@@ -91,6 +108,26 @@ class DataloaderWithoutDropLast(Rule):
                 f"{written} yields a smaller last batch when the dataset size is not a multiple of batch_size: "
                 "a new input shape that XLA compiles as a separate graph; pass drop_last=True, or pad the last "
                 "batch to the full size"))
+
+
+def _for_evaluation(ctx: FileContext, call: ast.Call, names: Dict[int, str]) -> bool:
+    """Whether the loader's name, else the function around it, else its dataset says evaluation (the
+    first of them that says either: `val_loader = DataLoader(MNIST(train=False))` is for evaluation)."""
+    scope = ctx.index.scope_of(call)
+    for said in (names.get(id(call), ""), getattr(scope, "name", ""), ast.unparse(call.args[0]) if call.args else ""):
+        if _TRAINING.search(said):
+            return False
+        if _EVALUATION.search(said):
+            return True
+    return False
+
+
+def _endless(ctx: FileContext, call: ast.Call) -> bool:
+    """A sampler drawing with replacement (``RandomSampler(ds, replacement=True, num_samples=...)``)."""
+    sampler = argument(call, _SAMPLER, "sampler")
+    if type(sampler) is ast.Name:
+        sampler = ctx.tensors.assigned_value(sampler) or sampler
+    return type(sampler) is ast.Call and any(k.arg == "replacement" and _is(k.value, True) for k in sampler.keywords)
 
 
 def _is(node: ast.AST, value: object) -> bool:

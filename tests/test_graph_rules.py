@@ -494,3 +494,24 @@ def test_validation_helper_called_every_step_with_a_device_batch() -> None:
         "            loss = self.train_step(batch)\n"
     )
     assert graph(source) == [(line(source, "if mask.sum() == 0"), 12, "XLA304", branch("mask.sum() == 0"))]
+
+
+def test_dataloader_rule_leaves_evaluation_endless_and_cuda_only_loaders_alone() -> None:
+    source = HEADER + (
+        "from apex import amp\n"
+        "train_loader = DataLoader(MNIST(train=True), batch_size=64, shuffle=True)\n"
+        "val_loader = DataLoader(MNIST(train=False), batch_size=64)\n"
+        "tune_loader = DataLoader(validation_set, batch_size=64)\n"
+        "stream = DataLoader(train_set, batch_size=64, sampler=RandomSampler(train_set, replacement=True))\n"
+        "\n"
+        "\n"
+        "def test_dataloader(self):\n"
+        "    return DataLoader(self.datasets['test'], batch_size=64)\n"
+        "\n"
+        "\n"
+        "def train_on_gpu(model, optimizer):\n"
+        "    loader = DataLoader(train_set, batch_size=64)\n"
+        "    model, optimizer = amp.initialize(model, optimizer)\n"
+    )
+    found = [(d.line, d.col + 1, d.code) for d in lint_source(source) if d.code == "XLA901"]
+    assert found == [(line(source, "train_loader ="), 16, "XLA901"), (line(source, "tune_loader ="), 15, "XLA901")]
