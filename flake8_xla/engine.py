@@ -123,5 +123,5 @@ def lint_source(source: str, filename: str = "<string>", target: Optional[str] =
     return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
 
 
-__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "rule_index", "fix_source", "lint", "lint_fixable", "lint_source",
-           "lint_tree", "might_match", "too_deep_message"]
+__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_source", "lint", "lint_fixable", "lint_source",
+           "lint_tree", "might_match", "rule_index", "too_deep_message"]

@@ -51,7 +51,7 @@ import time
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -159,7 +159,7 @@ def crash_violations(rc, stdout, stderr, timeout, label) -> List[Violation]:
     elif rc not in (0, 1):
         v.append(Violation("crash", ".", 0, f"{label}: exit code {rc}: {stderr.strip().splitlines()[-1:] }"))
     if "Traceback (most recent call last)" in stderr or "Traceback (most recent call last)" in stdout:
-        last = [l for l in stderr.splitlines() if l.strip()][-1:] or ["?"]
+        last = [text for text in stderr.splitlines() if text.strip()][-1:] or ["?"]
         v.append(Violation("crash", ".", 0, f"{label}: traceback: {last[0][:200]}"))
     for line in stderr.splitlines():
         if line.startswith("flake8-xla: ") and ("error" in line.lower() or "XLA000" in line):
@@ -241,7 +241,8 @@ def check_endings(rel: str, old: bytes, new: bytes) -> List[Violation]:
     if not bad:
         return []
     line, ea, eb = bad[0]
-    return [Violation("eol", rel, line, f"line ending changed {ea!r} -> {eb!r}" + (f" (and {len(bad) - 1} more lines)" if len(bad) > 1 else ""))]
+    more = f" (and {len(bad) - 1} more lines)" if len(bad) > 1 else ""
+    return [Violation("eol", rel, line, f"line ending changed {ea!r} -> {eb!r}{more}")]
 
 
 def comments(src: str) -> collections.Counter:
@@ -337,10 +338,13 @@ def check_guards(rel: str, before: ast.AST, after: ast.AST) -> List[Violation]:
         if not path:
             where = "at unguarded module top level"
             held = sorted({" > ".join(p) or "<top level>" for p in old_paths})
-            v.append(Violation("guard", rel, line, f"{kind} {what} {where}; before, torch_xla was imported only in: {'; '.join(held) or 'nothing'}"))
+            before = "; ".join(held) or "nothing"
+            v.append(Violation("guard", rel, line, f"{kind} {what} {where}; before, torch_xla was imported only in: {before}"))
         else:
             held = sorted({" > ".join(p) or "<top level>" for p in old_paths})
-            v.append(Violation("guard", rel, line, f"{kind} {what} in [{' > '.join(path)}], which held no torch_xla import; before: {'; '.join(held) or 'nothing'}"))
+            before = "; ".join(held) or "nothing"
+            v.append(Violation("guard", rel, line,
+                               f"{kind} {what} in [{' > '.join(path)}], which held no torch_xla import; before: {before}"))
     return v
 
 
@@ -501,8 +505,10 @@ def check_order(rel: str, before: Sequence[Optional[ast.AST]], after: Sequence[O
     for name, (upos, bpos) in sorted(a.items(), key=lambda kv: kv[1][0]):
         if name in b or upos[:2] in old_first_uses:
             continue  # already used before bound (possibly under the old alias) before the fix
-        where = lambda pos: (f"line {line_of(pos)}" if unit == "module" else
-                             f"{line_of(pos)} ({unit} {pos[0] + 1}, line {pos[1]} of it)")
+
+        def where(pos):
+            return (f"line {line_of(pos)}" if unit == "module" else
+                    f"{line_of(pos)} ({unit} {pos[0] + 1}, line {pos[1]} of it)")
         if bpos is None:
             v.append(Violation("order", rel, line_of(upos), f"`{name}` used at {where(upos)} and never bound"
                                + (" (the fix added no import for it)" if name not in added else "")))
@@ -563,7 +569,8 @@ def check_shadow(rel: str, before: ast.AST, after: ast.AST) -> List[Violation]:
         for name in added & local:
             if loads[name] > old_loads[name]:
                 # is the local binding an import the fix put there on purpose?  then fine
-                own = any(isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == name for a in n.names)
+                own = any(isinstance(n, (ast.Import, ast.ImportFrom))
+                          and any((a.asname or a.name.split(".")[0]) == name for a in n.names)
                           for n in ast.walk(fn))
                 if own:
                     continue
@@ -643,7 +650,7 @@ def notebook_cells(data: bytes) -> Optional[List[Tuple[int, str]]]:
         if src.lstrip().startswith("%%"):
             out.append((i, ""))  # cell magic: not Python
             continue
-        lines = ["" if MAGIC.match(l) else l for l in src.split("\n")]
+        lines = ["" if MAGIC.match(text) else text for text in src.split("\n")]
         out.append((i, "\n".join(lines)))
     return out
 
@@ -732,8 +739,11 @@ def check_doctests(rel: str, before_blocks, after_blocks) -> List[Violation]:
     for (l_b, _c, ex_b), (l_a, _ca, ex_a) in zip(before_blocks, after_blocks):
         if not ex_b or ex_b == ex_a:
             continue
+
         # imports the fix added, removed or rewrote are ignored; every other statement keeps its output
-        is_imp = lambda s, w: not w and re.match(r"\s*(import|from)\s", s)
+        def is_imp(s, w):
+            return not w and re.match(r"\s*(import|from)\s", s)
+
         wants_b = [w for s, w in ex_b if not is_imp(s, w)]
         wants_a = [w for s, w in ex_a if not is_imp(s, w)]
         if wants_a != wants_b:

@@ -198,8 +198,8 @@ def test_notebook_indented_cell_diagnostics_keep_their_columns():
                                   "def main():\n    xm.mark_step()\n"))
     document = read_document("n.ipynb", text)
     program = Program.of(document)
-    found = [program.locate(document, d) for d in lint(split_lines(program.source), None, "n.ipynb", "2.9",
-                                                        rules=[DeprecatedApi()])]
+    diagnostics = lint(split_lines(program.source), None, "n.ipynb", "2.9", rules=[DeprecatedApi()])
+    found = [program.locate(document, d) for d in diagnostics]
     assert [(f.cell, f.diagnostic.line, f.diagnostic.col + 1, f.diagnostic.code) for f in found] == [
         (1, 2, 3, "XLA102"), (2, 4, 5, "XLA102")]
 
@@ -213,8 +213,8 @@ def test_notebook_writefile_of_a_python_file_is_linted_as_python():
                                                    "pass  # flake8-xla: ipython 1\nx = 1\n"]
     assert [b.cell for b in document.blocks] == [1, 3]
     assert document.skipped == [(2, "cell magic %%writefile")]
-    new = rewrite(document, text, {0: document.blocks[0].source.replace("import torch_xla.core.xla_model as xm\n",
-                                                                         "import torch_xla\n")})
+    edited = document.blocks[0].source.replace("import torch_xla.core.xla_model as xm\n", "import torch_xla\n")
+    new = rewrite(document, text, {0: edited})
     assert json.loads(new)["cells"][0]["source"][:2] == ["%%writefile train.py\n", "import torch_xla\n"]
 
 

@@ -221,7 +221,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "flake8_xla", "rules"], cwd=REPO,
                                capture_output=True, text=True).stdout.strip()
-        print(f"flake8-xla: installed copy; HEAD {rev}{' with uncommitted edits in flake8_xla/ or rules/' if dirty else ''}")
+        edits = " with uncommitted edits in flake8_xla/ or rules/" if dirty else ""
+        print(f"flake8-xla: installed copy; HEAD {rev}{edits}")
     on, every = default_on_codes(args.python)
 
     stats: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
