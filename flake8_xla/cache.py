@@ -21,6 +21,9 @@ import re
 import tempfile
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+import flake8_xla
+import flake8_xla.rules  # the package only: its RULES load on first use
+
 from . import __version__
 from .rule import Diagnostic
 
@@ -41,9 +44,6 @@ _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
 
 
 def _package_roots() -> List[pathlib.Path]:
-    import flake8_xla
-    import flake8_xla.rules
-
     # the packages' own folders, the first __path__ entry (in a checkout flake8_xla's __path__ also
     # holds the checkout root, so that flake8_xla.rules resolves to ../rules: never walk all of it);
     # in a wheel rules/ sits inside flake8_xla/, so a root inside another is not walked twice

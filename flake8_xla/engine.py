@@ -8,6 +8,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
 from .lines import split_lines
+from .noqa import filter_noqa
 from .lifecycle import api_table
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
@@ -103,8 +104,6 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
     judged once, on the source as given: a pass that removes the last torch_xla import does not end
     the fixing early."""
-    from .noqa import filter_noqa
-
     if not concerns_xla(source, assume_xla):
         return FixOutcome(source)
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from .semantic import Reference
+from .semantic import Reference, SemanticModel
 from .syntax import walk
 
 FSDP_V1 = frozenset({
@@ -226,6 +226,10 @@ def within(inner: Place, outer: Place) -> bool:
 
 class FlowFacts:
     """Flow facts of one file: positions and places of nodes, and its FSDP wraps."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "FlowFacts":
+        return cls(ctx.tree, ctx.get(SemanticModel).references)
 
     def __init__(self, tree: ast.AST, references: Sequence[Reference]) -> None:
         self.tree = tree

@@ -16,6 +16,7 @@ from typing import Iterator, List, Optional
 
 from .flow import FlowFacts, Position, Wrap, argument, dotted, is_main_guard
 from .rule import FileContext
+from .semantic import SemanticModel
 
 # -- qualified names -------------------------------------------------------------------------------
 # savers with xm.save's parameters (data, file_or_path, master_only, global_master)
@@ -68,7 +69,7 @@ def spmd_api(qualname: str, *leaves: str) -> bool:
 
 
 def has_fsdp_v1(ctx: FileContext) -> bool:
-    return any(wrap.kind == "v1" for wrap in ctx.flow.wraps)
+    return any(wrap.kind == "v1" for wrap in ctx.get(FlowFacts).wraps)
 
 
 # -- programs --------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def runs_as_program(ctx: FileContext, node: ast.AST) -> bool:
     may set up SPMD or a mesh in ``setUpClass``). A library module that only defines functions for
     callers elsewhere is not a program: its callers may set things up. Code in a lambda, which may
     run anywhere, is not either."""
-    place = ctx.flow.place(node)
+    place = ctx.get(FlowFacts).place(node)
     if place is None:
         return False
     if place.owners and not any(is_main_guard(stmt) for stmt in ctx.tree.body):
@@ -98,7 +99,7 @@ def _foreign_rooted(ctx: FileContext, classes: List[ast.ClassDef]) -> bool:
         for base in cls.bases:
             if type(base) is ast.Name and base.id == "object":
                 continue
-            qualname = ctx.flow.qualname(base)
+            qualname = ctx.get(FlowFacts).qualname(base)
             if qualname is not None:
                 if qualname not in _INERT_BASES:
                     return True
@@ -137,9 +138,9 @@ class CheckpointFacts:
     """Checkpoint saves of one file and what their arguments hold, within one scope."""
 
     def __init__(self, ctx: FileContext) -> None:
-        self.flow: FlowFacts = ctx.flow
+        self.flow: FlowFacts = ctx.get(FlowFacts)
         self.saves: List[Save] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or (ref.qualname not in SAVES and ref.qualname != TORCH_SAVE):
                 continue

@@ -10,8 +10,9 @@ import ast
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from .semantic import Reference
 from .versions import Version, parse_version
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
@@ -107,6 +108,18 @@ class ApiRow:
             text = self.instead or "no replacement"
         upstream = target is not None and self.upstream_on(target)
         return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
+
+
+class LifecycleUse(NamedTuple):
+    """One use of a table row in a file (what XLA101-XLA106 report and the fixes rewrite)."""
+
+    row: ApiRow
+    state: str  # removed | deprecated | planned (on the target)
+    node: ast.AST  # where to report
+    api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
+    value: Optional[str] = None  # the value an environment variable is set to
+    ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
+    target: Optional[Version] = None  # the release the use was judged against
 
 
 @dataclass(frozen=True)

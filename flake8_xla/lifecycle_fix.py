@@ -14,8 +14,7 @@ from typing import List, Optional, Tuple
 from .fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
 from . import syntax
 from .lines import LineModel
-from .lifecycle import ApiRow, api_table
-from .lifecycle_match import LifecycleUse
+from .lifecycle import ApiRow, LifecycleUse, api_table
 from .versions import Version
 
 

@@ -7,25 +7,24 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import Callable, ClassVar, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 
-from .lifecycle import ApiRow, ApiTable, api_table, argument_hits
+from .lifecycle import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
+from .lifecycle_fix import build_fix
 from .rule import Diagnostic, FileContext, Rule
 from .semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from .versions import Version
 
 
-class LifecycleUse(NamedTuple):
-    row: ApiRow
-    state: str  # removed | deprecated | planned (on the target)
-    node: ast.AST  # where to report
-    api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
-    value: Optional[str] = None  # the value an environment variable is set to
-    ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
-    target: Optional[Version] = None  # the release the use was judged against
-
-
 _ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}
+
+
+class LifecycleUses(tuple):
+    """Every use of a table row in one file, judged against the target (a fact: ctx.get(LifecycleUses))."""
+
+    @classmethod
+    def from_context(cls, ctx: FileContext) -> "LifecycleUses":
+        return cls(match_lifecycle(ctx.get(SemanticModel), ctx.table, ctx.target.version))
 
 
 def match_lifecycle(model: SemanticModel, table: ApiTable, target: Version) -> List[LifecycleUse]:
@@ -177,9 +176,7 @@ class LifecycleRule(Rule):
         return (d for d, _ in self.check_fixable(ctx))
 
     def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
-        from .lifecycle_fix import build_fix
-
-        for use in ctx.lifecycle_uses:
+        for use in ctx.get(LifecycleUses):
             if use.row.kind in self.kinds and use.state in self.states and self.reports(use):
                 builder = functools.partial(build_fix, use) if use.row.fix.kind != "manual" else None
                 yield self.diagnostic(ctx, use.node, self.message(use)), builder

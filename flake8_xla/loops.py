@@ -20,6 +20,9 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
 
 from .flow import dotted
 from .syntax import walk
+from .semantic import SemanticModel
+from .tensors import TensorFacts
+from .syntax import NodeIndex
 
 # calls that mark a loop body as one training step
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
@@ -118,24 +121,24 @@ class LocalFunctions:
         self.methods: Dict[str, List[ast.AST]] = {}  # methods by name
         self.classes: Dict[str, ast.ClassDef] = {}
         self.owner: Dict[int, ast.ClassDef] = {}  # id(method) -> its class
-        for cls in ctx.nodes_of(ast.ClassDef):
+        for cls in ctx.get(NodeIndex).of(ast.ClassDef):
             self.classes.setdefault(cls.name, cls)
             for stmt in cls.body:
                 if type(stmt) in _DEFS:
                     self.owner[id(stmt)] = cls
                     self.methods.setdefault(stmt.name, []).append(stmt)
-        for fn in ctx.nodes_of(*_DEFS):
+        for fn in ctx.get(NodeIndex).of(*_DEFS):
             if id(fn) not in self.owner:
                 self.functions.setdefault(fn.name, []).append(fn)
         self._callers: Dict[tuple, Dict[int, List[ast.AST]]] = {}
 
     def defs(self) -> List[ast.AST]:
-        return self.ctx.nodes_of(*_DEFS)
+        return self.ctx.get(NodeIndex).of(*_DEFS)
 
     def targets(self, call: ast.Call, loose: bool = False) -> List[ast.AST]:
         func = call.func
         if type(func) is ast.Name:
-            if self.ctx.step_regions.qualnames.get(id(func)) is not None:
+            if self.ctx.get(StepRegions).qualnames.get(id(func)) is not None:
                 return []  # an imported function
             return self.functions.get(func.id, [])
         if type(func) is not ast.Attribute or func.attr not in self.methods and not loose:
@@ -149,7 +152,7 @@ class LocalFunctions:
         elif type(value) is ast.Name and value.id in self.classes:
             found = self._methods_of(self.classes[value.id], name)
         elif name in self.methods:
-            tensors = self.ctx.tensors
+            tensors = self.ctx.get(TensorFacts)
             owners = {id(self.owner[id(m)]) for m in self.methods[name] if tensors.is_module_class(self.owner[id(m)])}
             if len(owners) == 1 and tensors.kind(value) == "module":
                 found = [m for m in self.methods[name] if id(self.owner[id(m)]) in owners]
@@ -158,7 +161,7 @@ class LocalFunctions:
         return found
 
     def _class_around(self, node: ast.AST) -> Optional[ast.ClassDef]:
-        index = self.ctx.index
+        index = self.ctx.get(NodeIndex)
         scope = index.scope_of(node)
         for candidate in [scope] + index.enclosing(scope):
             cls = self.owner.get(id(candidate))
@@ -201,9 +204,9 @@ class LocalFunctions:
         graph = self._callers.get(key)
         if graph is None:
             graph = self._callers[key] = {}
-            index, in_loops = self.ctx.index, set() if enter_loops else self._calls_in_loops
+            index, in_loops = self.ctx.get(NodeIndex), set() if enter_loops else self._calls_in_loops
             defs = set(map(id, self.defs()))
-            for call in self.ctx.nodes_of(ast.Call):
+            for call in self.ctx.get(NodeIndex).of(ast.Call):
                 if id(call) in in_loops:
                     continue
                 caller = index.scope_of(call)
@@ -216,7 +219,7 @@ class LocalFunctions:
     def _calls_in_loops(self) -> Set[int]:
         """id() of the calls inside a loop of their own scope."""
         out: Set[int] = set()
-        for loop in self.ctx.nodes_of(*LOOPS):
+        for loop in self.ctx.get(NodeIndex).of(*LOOPS):
             if id(loop) not in out:
                 out.update(id(n) for n in walk(loop.body + loop.orelse, SCOPES))
         return out
@@ -229,12 +232,16 @@ class StepRegions:
     run in it) and a library's per-iteration callbacks. Training loops are found on first use; the
     other regions, which need the tensor layer, only when a rule asks where a node runs."""
 
+    @classmethod
+    def from_context(cls, ctx) -> "StepRegions":
+        return cls(ctx)
+
     def __init__(self, ctx) -> None:
         self.ctx = ctx
 
     @functools.cached_property
     def qualnames(self) -> Dict[int, str]:
-        return {id(r.node): r.qualname for r in self.ctx.model.references if not r.is_import}
+        return {id(r.node): r.qualname for r in self.ctx.get(SemanticModel).references if not r.is_import}
 
     @functools.cached_property
     def local(self) -> LocalFunctions:
@@ -244,7 +251,7 @@ class StepRegions:
     def periodic(self) -> FrozenSet[str]:
         """Names assigned a test that uses ``%`` (``log_now = (step + 1) % 100 == 0``)."""
         out = set()
-        for node in self.ctx.nodes_of(ast.Assign):
+        for node in self.ctx.get(NodeIndex).of(ast.Assign):
             if type(node.value) in (ast.Compare, ast.BoolOp, ast.UnaryOp) and _uses_mod(node.value):
                 out.update(t.id for t in node.targets if type(t) is ast.Name)
         return frozenset(out)
@@ -253,9 +260,9 @@ class StepRegions:
     def stepping_functions(self) -> Set[int]:
         """id() of the file's functions that run a training step once per call (their own body,
         outside loops, calls backward / an optimizer step, itself or through another one)."""
-        qualnames, index = self.qualnames, self.ctx.index
+        qualnames, index = self.qualnames, self.ctx.get(NodeIndex)
         holders = {id(index.scope_of(call)) for call in self._markers}
-        direct = {id(fn) for fn in self.ctx.nodes_of(*_DEFS)
+        direct = {id(fn) for fn in self.ctx.get(NodeIndex).of(*_DEFS)
                   if id(fn) in holders and any(_marks_a_step(n, qualnames) for n in _own_nodes(fn.body))}
         return self.local.reaching(direct, enter_loops=False)
 
@@ -263,7 +270,7 @@ class StepRegions:
     def _markers(self) -> List[ast.Call]:
         """Every call that marks a training step (most files have none, and then no training loop)."""
         qualnames = self.qualnames
-        return [n for n in self.ctx.nodes_of(ast.Call) if _marks_a_step(n, qualnames)]
+        return [n for n in self.ctx.get(NodeIndex).of(ast.Call) if _marks_a_step(n, qualnames)]
 
     @functools.cached_property
     def training_loops(self) -> List[StepLoop]:
@@ -273,7 +280,7 @@ class StepRegions:
         stepping = self.stepping_functions
         targets = self.local.targets
         out = []
-        for node in self.ctx.nodes_of(*LOOPS):
+        for node in self.ctx.get(NodeIndex).of(*LOOPS):
             if _over_constants(node):
                 continue
             own = list(_own_nodes(node.body))
@@ -298,17 +305,17 @@ class StepRegions:
                          if type(n) is ast.Call)
 
         compiled = self.compiled_functions
-        for node in ctx.nodes_of(*_DEFS):
+        for node in ctx.get(NodeIndex).of(*_DEFS):
             if id(node) in compiled:
                 claim(StepRegion(node, compiled[id(node)]), _inside(node.body))
-        for node in ctx.nodes_of(ast.With, ast.AsyncWith):
+        for node in ctx.get(NodeIndex).of(ast.With, ast.AsyncWith):
             if any(type(item.context_expr) is ast.Call and qualnames.get(id(item.context_expr.func)) in XLA_COMPILE
                    for item in node.items):
                 claim(StepRegion(node, COMPILED), _inside(node.body))
         for step in self.training_loops:
             claim(StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
-        tensors = ctx.tensors
-        for node in ctx.nodes_of(*LOOPS):
+        tensors = ctx.get(TensorFacts)
+        for node in ctx.get(NodeIndex).of(*LOOPS):
             if id(node) in regions:
                 continue
             own = list(_own_nodes(node.body))
@@ -320,7 +327,7 @@ class StepRegions:
             for fn in cls.body:
                 if type(fn) in _DEFS and fn.name == "forward":
                     claim(StepRegion(fn, FORWARD), _inside(fn.body))
-        for keyword in ctx.nodes_of(ast.keyword):
+        for keyword in ctx.get(NodeIndex).of(ast.keyword):
             if keyword.arg in _PER_STEP_CALLBACKS:
                 value = keyword.value
                 if type(value) is ast.Lambda:
@@ -347,21 +354,21 @@ class StepRegions:
         file's functions called only from such code (silence is the safe side here)."""
         ctx = self.ctx
         out: Set[int] = set()
-        for node in ctx.nodes_of(ast.If, ast.IfExp):
+        for node in ctx.get(NodeIndex).of(ast.If, ast.IfExp):
             xla = on_xla(node.test)
             if xla is not None:
                 branch = (node.body if xla is False else node.orelse) if type(node) is ast.If else \
                     [node.body if xla is False else node.orelse]
                 out.update(id(n) for n in walk(branch))
-        for cls in ctx.nodes_of(ast.ClassDef):
+        for cls in ctx.get(NodeIndex).of(ast.ClassDef):
             if CUDA_ONLY_CLASS.search(cls.name) or _COLLATE.search(cls.name):
                 out.update(id(n) for n in walk(cls.body))
         for name, defs in self.local.functions.items():
             if _COLLATE.search(name):
                 out.update(id(n) for fn in defs for n in walk(fn.body))
-        apex = [r.node for r in ctx.model.references if not r.is_import and r.qualname.startswith("apex.")]
+        apex = [r.node for r in ctx.get(SemanticModel).references if not r.is_import and r.qualname.startswith("apex.")]
         if apex:  # the function that sets up apex (CUDA-only) is the CUDA path; at module level, its loops
-            index, at_top = ctx.index, set()
+            index, at_top = ctx.get(NodeIndex), set()
             for node in apex:
                 scope = index.scope_of(node)
                 if type(scope) in _DEFS:
@@ -369,14 +376,14 @@ class StepRegions:
                 else:
                     at_top.add(id(node))
             if at_top:
-                for loop in ctx.nodes_of(*LOOPS):
+                for loop in ctx.get(NodeIndex).of(*LOOPS):
                     inside = walk([loop])
                     if any(id(n) in at_top for n in inside):
                         out.update(id(n) for n in inside)
         functions = self.local.functions
         if out and functions:
             sites: Dict[str, List[ast.AST]] = {}
-            for call in ctx.nodes_of(ast.Call):
+            for call in ctx.get(NodeIndex).of(ast.Call):
                 if type(call.func) is ast.Name and call.func.id in functions:
                     sites.setdefault(call.func.id, []).append(call)
             changed = True
@@ -393,7 +400,7 @@ class StepRegions:
         """A loop over a device loader; or an innermost loop (an epoch loop has the step loop in it)
         whose body syncs the graph or makes a device tensor with a torch factory
         (``torch.rand(n, device=device)``): every iteration is device work."""
-        tensors, qualnames = self.ctx.tensors, self.qualnames
+        tensors, qualnames = self.ctx.get(TensorFacts), self.qualnames
         if type(loop) in (ast.For, ast.AsyncFor) and tensors.yields_device(loop.iter):
             return True
         if any(type(node) in LOOPS for node in own):
@@ -412,7 +419,7 @@ class StepRegions:
     def _runs_model(self, own: List[ast.AST]) -> bool:
         """Whether a loop's own body (``own``) calls a model (a name or ``self.x`` known to hold a
         module) on inputs not all known to be on the host."""
-        kind = self.ctx.tensors.kind
+        kind = self.ctx.get(TensorFacts).kind
         for node in own:
             func = getattr(node, "func", None)
             # model(x) or self.model(x): a method call on anything else is not a module call
@@ -446,13 +453,13 @@ class StepRegions:
 
         out: Dict[int, str] = {}
         by_name: Dict[str, List[ast.AST]] = {}
-        for node in self.ctx.nodes_of(*_DEFS):
+        for node in self.ctx.get(NodeIndex).of(*_DEFS):
             by_name.setdefault(node.name, []).append(node)
             for decorator in node.decorator_list:
                 how = compiler(decorator)
                 if how:
                     out[id(node)] = how
-        for ref in self.ctx.model.references:
+        for ref in self.ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or not call.args or ref.qualname not in XLA_COMPILE | {"torch.compile"}:
                 continue
@@ -470,13 +477,13 @@ def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
     """Names that call a step traced by ``kind`` (COMPILED or DYNAMO) -> the def or compile call:
     decorated functions, and names assigned ``torch.compile(f, backend="openxla")`` (or
     ``torch_xla.compile(f)``), also as ``self.name``."""
-    regions: StepRegions = ctx.step_regions
+    regions: StepRegions = ctx.get(StepRegions)
     out: Dict[str, ast.AST] = {}
-    for fn in ctx.nodes_of(*_DEFS):
+    for fn in ctx.get(NodeIndex).of(*_DEFS):
         if regions.compiled_functions.get(id(fn)) == kind and any(
                 regions.qualnames.get(id(d.func if type(d) is ast.Call else d)) for d in fn.decorator_list):
             out[fn.name] = fn
-    for assign in ctx.nodes_of(ast.Assign):
+    for assign in ctx.get(NodeIndex).of(ast.Assign):
         value = assign.value
         if type(value) is ast.Call and regions.compile_kind(value) == kind:
             for target in assign.targets:

@@ -22,7 +22,13 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import yaml
 
+import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
+
 from .rule import Diagnostic, Example, FileContext, Rule
+from .semantic import SemanticModel
+from .tensors import TensorFacts
+from .loops import StepRegions
+from .syntax import NodeIndex
 
 
 @dataclass(frozen=True)
@@ -77,17 +83,21 @@ class PatternRule(Rule):
         return cls.source_file.rsplit(".", 1)[0]
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        for match in ctx.pattern_matches.get(self.code, ()):
+        for match in ctx.get(PatternRun).get(self.code, ()):
             yield match
 
 
 class PatternRun:
     """One file's matches for every pattern rule (one parse, one walk)."""
 
+    @classmethod
+    def from_context(cls, ctx) -> "PatternRun":
+        return cls(ctx, _pattern_rule_instances())
+
     def __init__(self, ctx: FileContext, rules: Sequence[PatternRule]) -> None:
         self.by_code: Dict[str, List[Diagnostic]] = {}
         source = "".join(ctx.lines)
-        used = {r.qualname for r in ctx.model.references if not r.is_import}
+        used = {r.qualname for r in ctx.get(SemanticModel).references if not r.is_import}
         active = []
         for rule in rules:
             spec = rule.spec
@@ -135,7 +145,7 @@ class _ReferencesByPosition:
         chain that merely starts with one, ``torch.where(...).unsqueeze``, has none)."""
         if self._by_line is None:
             self._by_line = {}
-            for ref in self.ctx.model.references:
+            for ref in self.ctx.get(SemanticModel).references:
                 if not ref.is_import:
                     self._by_line.setdefault(ref.node.lineno, []).append(ref)
         line, column = position
@@ -160,7 +170,7 @@ class _Expressions:
         ctx = self.ctx
         if self._by_line is None:
             self._by_line = {}
-            for kind, nodes in ctx.index.by_type.items():
+            for kind, nodes in ctx.get(NodeIndex).by_type.items():
                 if issubclass(kind, ast.expr):
                     for expr in nodes:
                         self._by_line.setdefault(expr.lineno, []).append(expr)
@@ -175,11 +185,11 @@ class _Expressions:
     def never_on_xla(self, node) -> bool:
         """Whether the match sits in code that never runs on XLA (a CUDA-only branch or class)."""
         expr = self.at(node)
-        return expr is not None and id(expr) in self.ctx.step_regions.never_on_xla
+        return expr is not None and id(expr) in self.ctx.get(StepRegions).never_on_xla
 
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""
-        tensors, checked = self.ctx.tensors, False
+        tensors, checked = self.ctx.get(TensorFacts), False
         for names, test in ((spec.tensor, tensors.is_device), (spec.mask, tensors.is_mask),
                             (spec.not_host, tensors.may_be_on_device)):
             for name in names:
@@ -265,7 +275,7 @@ def _may_match(spec: PatternSpec, alternative: Alternative, used: set, source: s
         return False
     if not all(word.search(source) for word in words):
         return False
-    return not any(name in names for name in spec.mask) or ctx.tensors.may_have_masks
+    return not any(name in names for name in spec.mask) or ctx.get(TensorFacts).may_have_masks
 
 
 def _pattern_kind(alternative: dict) -> Optional[str]:
@@ -312,6 +322,12 @@ def _method_name(match) -> str:
     function = match.field("function")
     attribute = function.field("attribute") if function is not None and function.kind() == "attribute" else None
     return f"torch.Tensor.{attribute.text()}" if attribute is not None else match.text()
+
+
+@functools.lru_cache(maxsize=None)
+def _pattern_rule_instances() -> Tuple["PatternRule", ...]:
+    """One instance of every YAML rule in flake8_xla.rules, for the run that serves them all."""
+    return tuple(cls() for cls in pattern_rules(rule_units.__path__[0]))
 
 
 @functools.lru_cache(maxsize=None)

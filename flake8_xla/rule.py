@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterable, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, ClassVar, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
 
 from .lifecycle import ApiTable
-from .semantic import SemanticModel
 from .versions import Target
+
+F = TypeVar("F")
 
 
 class Diagnostic(NamedTuple):
@@ -36,7 +36,9 @@ class Example:
 
 
 class FileContext:
-    """One file under analysis. Derived facts are computed on first use and shared by all rules."""
+    """One file under analysis. A rule reaches a fact by its type, ``ctx.get(StepRegions)``: the
+    fact's ``from_context(ctx)`` builds it on first use and every rule shares it. The context knows no fact
+    type, so the facts, the rules and the engine import each other in one direction only."""
 
     def __init__(self, lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
                  table: ApiTable) -> None:
@@ -45,55 +47,13 @@ class FileContext:
         self.filename = filename
         self.target = target
         self.table = table
+        self._facts: Dict[type, object] = {}
 
-    @functools.cached_property
-    def model(self) -> SemanticModel:
-        return SemanticModel(self.tree, self.table.leaf_names, self.table.by_name.__contains__, self.target.version)
-
-    @functools.cached_property
-    def lifecycle_uses(self) -> list:
-        from .lifecycle_match import match_lifecycle
-
-        return match_lifecycle(self.model, self.table, self.target.version)
-
-    @functools.cached_property
-    def flow(self):
-        """Flow facts (statement order, wraps, optimizers, bindings), built lazily on first use."""
-        from .flow import FlowFacts
-
-        return FlowFacts(self.tree, self.model.references)
-
-    @functools.cached_property
-    def index(self):
-        """Every node by type and its scope (one walk, shared by the rules that scan for kinds)."""
-        from .syntax import NodeIndex
-
-        return NodeIndex(self.tree)
-
-    def nodes_of(self, *kinds: type) -> list:
-        return self.index.of(*kinds)
-
-    @functools.cached_property
-    def tensors(self):
-        """What expressions hold (device tensor, host value, module), for the graph rules."""
-        from .tensors import TensorFacts
-
-        return TensorFacts(self.index, self.flow.qualname)
-
-    @functools.cached_property
-    def step_regions(self):
-        """Where code runs once per step (training and model loops, compiled steps, forward)."""
-        from .loops import StepRegions
-
-        return StepRegions(self)
-
-    @functools.cached_property
-    def pattern_matches(self):
-        """Matches of the ast-grep pattern rules (one parse and one walk for all of them)."""
-        from .engine import all_rules
-        from .patterns import PatternRule, PatternRun
-
-        return PatternRun(self, [r for r in all_rules() if isinstance(r, PatternRule)])
+    def get(self, kind: Type[F]) -> F:
+        fact = self._facts.get(kind)
+        if fact is None:
+            fact = self._facts[kind] = kind.from_context(self)  # type: ignore[attr-defined]
+        return fact  # type: ignore[return-value]
 
     def column(self, node: ast.AST) -> Tuple[int, int]:
         """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""

@@ -153,6 +153,10 @@ class SemanticModel:
     guard that cannot be evaluated) every branch of a guard is compat code.
     """
 
+    @classmethod
+    def from_context(cls, ctx) -> "SemanticModel":
+        return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version)
+
     def __init__(self, tree: ast.AST, compat_names: frozenset = frozenset(),
                  star_known: Callable[[str], bool] = lambda q: False,
                  target: Optional[Version] = None) -> None:

@@ -80,6 +80,10 @@ def statement_positions(tree: ast.AST) -> Dict[int, Tuple[int, int]]:
 class NodeIndex:
     """Nodes by type, and the scope of a node (its innermost def, lambda or class body)."""
 
+    @classmethod
+    def from_context(cls, ctx) -> "NodeIndex":
+        return cls(ctx.tree)
+
     def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
         by_type: Dict[type, List[ast.AST]] = {}

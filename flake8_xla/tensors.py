@@ -16,7 +16,7 @@ import ast
 import functools
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .flow import FSDP_ANY, dotted
+from .flow import FSDP_ANY, FlowFacts, dotted
 from .syntax import NodeIndex, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
@@ -107,6 +107,10 @@ Binding = Tuple[Tuple[int, int], int, object, tuple]
 
 class TensorFacts:
     """Kinds of expressions in one file, computed on demand and memoized."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "TensorFacts":
+        return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname)
 
     def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]]) -> None:
         self.index = index

@@ -78,7 +78,7 @@ class OptimizerBeforeFsdpWrap(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         for optimizer in flow.optimizers:
             message = self._problem(flow, optimizer)
             if message:

@@ -4,6 +4,8 @@ from typing import Iterator
 from flake8_xla.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
 from flake8_xla.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_XM + EXAMPLE_FSDP
 
@@ -60,10 +62,10 @@ class GradientReductionWithFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.wraps:
             return
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             spelled = REDUCERS.get(ref.qualname)
             if spelled is None or call is None or not call.args:

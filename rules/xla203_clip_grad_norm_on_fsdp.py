@@ -5,6 +5,8 @@ from typing import Iterator
 from flake8_xla.fsdp import EXAMPLE_FSDP
 from flake8_xla.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_FSDP
 CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -51,10 +53,10 @@ class ClipGradNormOnFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.wraps:
             return
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or ref.qualname not in CLIPPERS or not call.args:
                 continue

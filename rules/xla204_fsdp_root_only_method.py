@@ -59,7 +59,7 @@ class FsdpRootOnlyMethod(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         v1 = [w for w in flow.wraps if w.kind == "v1"]
         if len(v1) < 2:
             return

@@ -9,6 +9,7 @@ from flake8_xla.fsdp import CONSOLIDATE, LAUNCH, MASTER_WORD, PARTIAL, SPAWN
 from flake8_xla.flow import FSDP_V1, FlowFacts, argument, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.semantic import Reference
+from flake8_xla.semantic import SemanticModel
 
 CONSOLIDATORS = CONSOLIDATE | {"xla_compat.consolidate_sharded", "xla_compat.checkpoint.consolidate_sharded"}
 # start ``fn(index, ...)`` once per process
@@ -107,7 +108,7 @@ class FsdpUnguardedConsolidation(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        calls = [r for r in ctx.model.references if r.qualname in CONSOLIDATORS and r.call is not None]
+        calls = [r for r in ctx.get(SemanticModel).references if r.qualname in CONSOLIDATORS and r.call is not None]
         if not calls:
             return
         ranks = _EveryRank(ctx)
@@ -139,11 +140,11 @@ class _EveryRank:
         self.reasons: Dict[int, str] = {}
         self.launching: Set[int] = set()  # functions (or the module) that start the processes: the parent
         self._locals: Dict[int, Dict[str, List[Optional[ast.AST]]]] = {}
-        self.flow = ctx.flow
-        for ref in ctx.model.references:
+        self.flow = ctx.get(FlowFacts)
+        for ref in ctx.get(SemanticModel).references:
             if ref.qualname in FSDP_V1 and not ref.is_import and _builds(ref, self.flow):
                 self._mark_builder(ref.node)
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             if ref.qualname in LAUNCHERS and ref.call is not None:
                 self._mark_launched(ref)
         for owner in self.launching:  # code around a launch runs once, in the parent process

@@ -3,6 +3,7 @@ import ast
 from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 NATIVE_FSDP = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel",
@@ -68,7 +69,7 @@ class NativeFsdpOnXla(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        refs = ctx.model.references
+        refs = ctx.get(SemanticModel).references
         native = [r for r in refs if r.qualname in NATIVE_FSDP and r.call is not None]
         if not native:
             return

@@ -54,7 +54,7 @@ class NativeAutoWrapPolicy(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.wraps:
             return
         for wrap in flow.wraps:

@@ -80,7 +80,7 @@ class FsdpWrapOrder(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.wraps:
             return
         by_call = {id(w.call): w for w in flow.wraps}

@@ -5,6 +5,7 @@ from typing import Dict, Iterator, Optional, Tuple
 from flake8_xla.fsdp import EXAMPLE_FSDP
 from flake8_xla.flow import FlowFacts, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 FSDP1 = "import torch.nn as nn\n" + EXAMPLE_FSDP
 CONTAINERS = {
@@ -65,10 +66,10 @@ class FsdpWrapsContainer(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.wraps:
             return
-        containers = {id(r.call): CONTAINERS[r.qualname] for r in ctx.model.references
+        containers = {id(r.call): CONTAINERS[r.qualname] for r in ctx.get(SemanticModel).references
                       if r.call is not None and r.qualname in CONTAINERS}
         if not containers:
             return

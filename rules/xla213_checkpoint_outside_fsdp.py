@@ -4,6 +4,8 @@ from typing import Iterator
 from flake8_xla.fsdp import CHECKPOINT_MODULE, EXAMPLE_FSDPV2
 from flake8_xla.flow import FSDP_V1, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
 
 FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP, checkpoint_module\n"
 FSDP2 = "from torch_xla.distributed.fsdp import checkpoint_module\n" + EXAMPLE_FSDPV2
@@ -68,11 +70,11 @@ class CheckpointOutsideFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.fsdp_refs:
             return
         kinds = {id(r.call): "FSDP" if r.qualname in FSDP_V1 else "FSDPv2" for r in flow.fsdp_refs if r.call}
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or ref.qualname not in CHECKPOINT_MODULE or not call.args:
                 continue

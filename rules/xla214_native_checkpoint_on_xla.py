@@ -3,6 +3,7 @@ import ast
 from typing import Iterator
 
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 NATIVE = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 # Using one of these means the file already knows the XLA variant (e.g. it picks one per device).
@@ -74,7 +75,7 @@ class NativeCheckpointOnXla(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        refs = ctx.model.references
+        refs = ctx.get(SemanticModel).references
         native = [r for r in refs if r.qualname in NATIVE and r.call is not None and not r.guard]
         if not native:
             return

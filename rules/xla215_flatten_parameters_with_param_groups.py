@@ -5,6 +5,7 @@ from typing import Iterator, Optional, Tuple
 from flake8_xla.fsdp import EXAMPLE_FSDP
 from flake8_xla.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
@@ -66,10 +67,10 @@ class FlattenParametersWithParamGroups(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not any(_flattens(w) for w in flow.wraps):
             return
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or not is_optimizer(ref.qualname):
                 continue

@@ -7,6 +7,7 @@ from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
 from flake8_xla.fsdp import USE_SPMD, runs_as_program, spmd_api
 from flake8_xla.flow import FSDP_V2
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 
 class FsdpV2WithoutSpmd(Rule):
@@ -70,7 +71,7 @@ class FsdpV2WithoutSpmd(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         wraps: List[ast.Call] = []
         shardings: List[ast.Call] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             qualname = ref.qualname
             if qualname == USE_SPMD:
                 return

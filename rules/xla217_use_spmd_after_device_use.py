@@ -6,6 +6,8 @@ from typing import Iterator, List
 from flake8_xla.fsdp import EXAMPLE_XR, USE_SPMD
 from flake8_xla.flow import dotted, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
 
 # Calls that hand out the XLA device: the first one locks the runtime out of SPMD mode.
 DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device",
@@ -64,7 +66,7 @@ class UseSpmdAfterDeviceUse(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         calls = []
         uses: List[ast.AST] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             if ref.call is None:
                 continue
             if ref.qualname == USE_SPMD:
@@ -76,9 +78,9 @@ class UseSpmdAfterDeviceUse(Rule):
         uses.extend(_placements(ctx.tree))
         if not uses:
             return
-        placed = [(use, ctx.flow.place(use)) for use in uses]
+        placed = [(use, ctx.get(FlowFacts).place(use)) for use in uses]
         for call in calls:
-            at = ctx.flow.place(call)
+            at = ctx.get(FlowFacts).place(call)
             if at is None:
                 continue
             earlier = [use for use, where in placed if (use.lineno, use.col_offset) < (call.lineno, call.col_offset)

@@ -7,6 +7,7 @@ from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
 from flake8_xla.fsdp import spmd_api
 from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 MESH_BUILDERS = ("Mesh", "HybridMesh", "get_1d_mesh")
 HEADER = FSDP2 + SPMD + "import numpy as np\n\nxr.use_spmd()\n"
@@ -67,7 +68,7 @@ class MeshWithoutFsdpAxis(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.fsdp_refs:
             return
         wraps = [wrap for wrap in flow.wraps if wrap.kind == "v2"]
@@ -75,7 +76,7 @@ class MeshWithoutFsdpAxis(Rule):
             return
         builders: Dict[int, str] = {}
         global_sets: List[Tuple[ast.Call, Position]] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None:
                 continue

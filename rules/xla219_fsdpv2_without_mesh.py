@@ -6,6 +6,8 @@ from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
 from flake8_xla.fsdp import runs_as_program, spmd_api
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
 
 HEADER = FSDP2 + SPMD + "\nxr.use_spmd()\n"
 
@@ -56,10 +58,10 @@ class FsdpV2WithoutMesh(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.fsdp_refs:
             return
-        if any(spmd_api(ref.qualname, "set_global_mesh") for ref in ctx.model.references):
+        if any(spmd_api(ref.qualname, "set_global_mesh") for ref in ctx.get(SemanticModel).references):
             return
         bare = [wrap.call for wrap in flow.wraps if wrap.kind == "v2" and len(wrap.call.args) <= 1
                 and not any(k.arg in ("mesh", None) for k in wrap.call.keywords)

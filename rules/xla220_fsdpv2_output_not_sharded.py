@@ -8,6 +8,7 @@ from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
 from flake8_xla.fsdp import CHECKPOINT_MODULE
 from flake8_xla.flow import FlowFacts, Position, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 # Hugging Face model classes return a ModelOutput (a dict) from forward; tokenizers, configs and
 # TF/Flax classes are not torch modules.
@@ -72,7 +73,7 @@ class FsdpV2OutputNotSharded(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.fsdp_refs:
             return
         wraps = [wrap for wrap in flow.wraps if wrap.kind == "v2" and wrap.inner is not None
@@ -82,7 +83,7 @@ class FsdpV2OutputNotSharded(Rule):
             return
         builds: Dict[int, str] = {}  # id(call) -> qualname, for transformers model constructors
         unwrapping = set()  # id(call) of checkpoint_module(...) calls
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             if ref.call is None:
                 continue
             if ref.qualname.startswith("transformers.") and _is_hf_model(ref.qualname):

@@ -5,6 +5,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from flake8_xla.fsdp import EXAMPLE_XR, LAUNCH, SPAWN, USE_SPMD
 from flake8_xla.flow import FlowFacts, Place, argument, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 INIT_GROUP = frozenset({"torch.distributed.init_process_group",
                         "torch.distributed.distributed_c10d.init_process_group"})
@@ -71,7 +72,7 @@ class SpmdWithMultiprocess(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         enables: List[ast.Call] = []
         starts: List[Tuple[ast.Call, str]] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None:
                 continue
@@ -87,10 +88,10 @@ class SpmdWithMultiprocess(Rule):
             return
         workers = {stmt.name: stmt for stmt in ctx.tree.body if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         for call, kind in starts:
-            at = ctx.flow.place(call)
+            at = ctx.get(FlowFacts).place(call)
             if at is None:
                 continue
-            enable = _enabling(call, kind, at, enables, ctx.flow, ctx.tree, workers)
+            enable = _enabling(call, kind, at, enables, ctx.get(FlowFacts), ctx.tree, workers)
             if enable is not None:
                 yield self.diagnostic(ctx, call, _message(kind, enable.lineno))
 

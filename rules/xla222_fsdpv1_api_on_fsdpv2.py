@@ -8,6 +8,7 @@ from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
 from flake8_xla.fsdp import CONSOLIDATE
 from flake8_xla.flow import FSDP_V2, FlowFacts, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
 
 CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint")
@@ -78,11 +79,11 @@ class FsdpV1ApiOnFsdpV2(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         if not flow.fsdp_refs or not any(wrap.kind == "v2" for wrap in flow.wraps):
             return
         if all(ref.qualname in FSDP_V2 for ref in flow.fsdp_refs):
-            for ref in ctx.model.references:
+            for ref in ctx.get(SemanticModel).references:
                 if ref.call is not None and ref.qualname in CONSOLIDATE:
                     yield self.diagnostic(ctx, ref.call, (
                         "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files of "

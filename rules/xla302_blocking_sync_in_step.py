@@ -4,6 +4,8 @@ from typing import Iterator
 
 from flake8_xla.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.loops import StepRegions
 
 # calls that block the host until the device is done (or sync several times) on every call
 BLOCKING = {
@@ -73,11 +75,11 @@ class BlockingSyncInStep(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        calls = [r for r in ctx.model.references
+        calls = [r for r in ctx.get(SemanticModel).references
                  if r.call is not None and (r.qualname in BLOCKING or r.qualname in SYNCS)]
         if not calls:
             return
-        regions = ctx.step_regions
+        regions = ctx.get(StepRegions)
         if not regions.training_loops:
             return
         for ref in calls:

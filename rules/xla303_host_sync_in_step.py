@@ -6,6 +6,10 @@ from flake8_xla.graph import WHERE, spelled
 from flake8_xla.loops import COMPILED, DYNAMO
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
+from flake8_xla.flow import FlowFacts
+from flake8_xla.tensors import TensorFacts
+from flake8_xla.loops import StepRegions
+from flake8_xla.syntax import NodeIndex
 
 # tensor methods that copy to the host; flagged unless the receiver is known not to be a device tensor
 READS = frozenset({"item", "tolist", "numpy", "cpu"})
@@ -103,8 +107,8 @@ class HostSyncInStep(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        regions = ctx.step_regions
-        for node in ctx.nodes_of(ast.Call, ast.JoinedStr, ast.BinOp):
+        regions = ctx.get(StepRegions)
+        for node in ctx.get(NodeIndex).of(ast.Call, ast.JoinedStr, ast.BinOp):
             region = regions.region_of(node)
             if region is None:
                 continue
@@ -127,7 +131,7 @@ class HostSyncInStep(Rule):
     @staticmethod
     def _read(ctx: FileContext, node: ast.AST) -> Optional[str]:
         """How the message names ``node`` when it reads a device tensor's value on the host, else None."""
-        kind = ctx.tensors.kind
+        kind = ctx.get(TensorFacts).kind
         if type(node) is ast.JoinedStr:
             value = next((v.value for v in node.values if type(v) is ast.FormattedValue and kind(v.value) == DEVICE),
                          None)
@@ -157,7 +161,7 @@ class HostSyncInStep(Rule):
                 value = next((a for a in node.args if kind(a) == DEVICE), None)
                 return None if value is None else f"formatting {spelled(value, 'a tensor')} with str.format"
             return None
-        if type(func) is ast.Name and func.id in CONVERSIONS and ctx.flow.qualname(func) is None:
+        if type(func) is ast.Name and func.id in CONVERSIONS and ctx.get(FlowFacts).qualname(func) is None:
             value = next((a for a in node.args if kind(a) == DEVICE), None)
             if value is not None:
                 return spelled(node, f"{func.id}({spelled(value, '...')})")
@@ -166,7 +170,7 @@ class HostSyncInStep(Rule):
 
 def _discarded(ctx: FileContext, call: ast.Call) -> bool:
     """Whether the call is a statement of its own (its value is thrown away)."""
-    return any(stmt.value is call for stmt in ctx.nodes_of(ast.Expr) if stmt.lineno == call.lineno)
+    return any(stmt.value is call for stmt in ctx.get(NodeIndex).of(ast.Expr) if stmt.lineno == call.lineno)
 
 
 def _to_cpu(call: ast.Call) -> bool:
@@ -178,13 +182,13 @@ def _logged(ctx: FileContext, call: ast.Call) -> Tuple[Optional[ast.expr], str]:
     """A device tensor handed to a logging call or a tensorboard scalar writer, with the verb."""
     func = call.func
     receiver = ast.unparse(func.value).lower()
-    qualname = ctx.flow.qualname(func) or ""
+    qualname = ctx.get(FlowFacts).qualname(func) or ""
     if func.attr in SCALAR_WRITERS:
         how = "writing"
     elif func.attr in LOG_METHODS and (qualname.startswith("logging.") or "log" in receiver):
         how = "logging"
     else:
         return None, ""
-    kind = ctx.tensors.kind
+    kind = ctx.get(TensorFacts).kind
     values = list(call.args) + [k.value for k in call.keywords]
     return next((v for v in values if kind(v) == DEVICE), None), how

@@ -6,6 +6,9 @@ from flake8_xla.graph import WHERE, spelled
 from flake8_xla.loops import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import DEVICE
+from flake8_xla.tensors import TensorFacts
+from flake8_xla.loops import StepRegions
+from flake8_xla.syntax import NodeIndex
 
 STEP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
         "device = torch_xla.device()\nmodel = torch.nn.Linear(8, 1).to(device)\n"
@@ -72,8 +75,8 @@ class TensorControlFlow(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        regions = ctx.step_regions
-        for node in ctx.nodes_of(ast.If, ast.While, ast.Assert, ast.IfExp):
+        regions = ctx.get(StepRegions)
+        for node in ctx.get(NodeIndex).of(ast.If, ast.While, ast.Assert, ast.IfExp):
             kind = type(node)
             region = regions.region_of(node.test)
             if region is None:
@@ -103,4 +106,4 @@ def _device_operand(ctx: FileContext, test: ast.expr) -> Optional[ast.expr]:
         if on_xla(test) is False:
             return None  # `... and not is_torch_xla_available() and ...`: never evaluated on XLA
         return next((found for found in (_device_operand(ctx, v) for v in test.values) if found is not None), None)
-    return test if ctx.tensors.kind(test) == DEVICE else None
+    return test if ctx.get(TensorFacts).kind(test) == DEVICE else None

@@ -8,6 +8,10 @@ from flake8_xla.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE,
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.flow import FlowFacts
+from flake8_xla.tensors import TensorFacts
+from flake8_xla.syntax import NodeIndex
 
 DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader",
                             "torch_xla.distributed.parallel_loader.ParallelLoader"})
@@ -92,15 +96,15 @@ class TrainingLoopWithoutSync(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        regions: StepRegions = ctx.step_regions
+        regions: StepRegions = ctx.get(StepRegions)
         if not regions.training_loops:
             return
-        if any(r.qualname in EAGER for r in ctx.model.references):
+        if any(r.qualname in EAGER for r in ctx.get(SemanticModel).references):
             return
-        device_loaders = any(r.qualname in DEVICE_LOADERS for r in ctx.model.references)
+        device_loaders = any(r.qualname in DEVICE_LOADERS for r in ctx.get(SemanticModel).references)
         syncing, aliases = _syncing_functions(ctx)
         cut: Set[int] = set()  # loops whose body syncs, and the loops inside them
-        for loop in ctx.nodes_of(ast.For, ast.AsyncFor, ast.While):
+        for loop in ctx.get(NodeIndex).of(ast.For, ast.AsyncFor, ast.While):
             inside = walk([loop])
             if any(_cuts(ctx, node, syncing, aliases) for node in inside):
                 cut.update(id(n) for n in inside if type(n) in (ast.For, ast.AsyncFor, ast.While))
@@ -117,7 +121,7 @@ class TrainingLoopWithoutSync(Rule):
                      type(call.func) is ast.Name and call.func.id == "next" and call.args]
             if not all(_plain(ctx, source) for source in draws):
                 continue
-            if device_loaders and not draws and ctx.tensors.loader(_iterated(loop.iter)) != HOST_TENSOR:
+            if device_loaders and not draws and ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR:
                 continue  # a range() loop in a file with a device loader may get its batches from it
             yield self.diagnostic(ctx, loop, (
                 "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
@@ -129,7 +133,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
     """Whether ``node`` syncs the graph: a sync, a call of a name given one (``mark = xm.mark_step``,
     ``step = torch_xla.compile(fn)``), a barrier optimizer step, a compiled step, or a call of a
     function of this file that does one of those."""
-    qualname = ctx.flow.qualname
+    qualname = ctx.get(FlowFacts).qualname
     if type(node) is ast.Call:
         name = qualname(node.func)
         if name is None and type(node.func) is ast.Name and node.func.id in aliases:
@@ -139,7 +143,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
         if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
                                         for k in node.keywords):
             return True
-        return bool(syncing) and any(id(fn) in syncing for fn in ctx.step_regions.local.targets(node, loose=True))
+        return bool(syncing) and any(id(fn) in syncing for fn in ctx.get(StepRegions).local.targets(node, loose=True))
     if type(node) in (ast.With, ast.AsyncWith):
         return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in XLA_COMPILE
                    for i in node.items)
@@ -150,23 +154,23 @@ def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
     """id() of the functions and methods of this file that sync (directly or through each other,
     resolved loosely: a wrongly resolved wrapper only keeps the rule silent) or are compiled as a
     step, and the names assigned a sync or a compiled step."""
-    qualname = ctx.flow.qualname
+    qualname = ctx.get(FlowFacts).qualname
     aliases = set()
-    for node in ctx.nodes_of(ast.Assign):  # mark = xm.mark_step; step = torch_xla.compile(fn)
+    for node in ctx.get(NodeIndex).of(ast.Assign):  # mark = xm.mark_step; step = torch_xla.compile(fn)
         value = node.value
         name = qualname(value.func) if type(value) is ast.Call else qualname(value)
         if name in SYNCS if type(value) is not ast.Call else name in XLA_COMPILE:
             aliases.update(t.id for t in node.targets if type(t) is ast.Name)
-    direct = {id(fn) for fn in ctx.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef)
+    direct = {id(fn) for fn in ctx.get(NodeIndex).of(ast.FunctionDef, ast.AsyncFunctionDef)
               if any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list)}
     # the scopes of the syncs themselves (found from the references, not by walking every function)
-    cutting = [r.call for r in ctx.model.references if r.call is not None and
+    cutting = [r.call for r in ctx.get(SemanticModel).references if r.call is not None and
                (r.qualname in SYNCS or r.qualname in XLA_COMPILE or r.qualname in STEP_MARKERS)]
     if aliases:
-        cutting += [c for c in ctx.nodes_of(ast.Call) if type(c.func) is ast.Name and c.func.id in aliases]
-    index = ctx.index
+        cutting += [c for c in ctx.get(NodeIndex).of(ast.Call) if type(c.func) is ast.Name and c.func.id in aliases]
+    index = ctx.get(NodeIndex)
     direct.update(id(index.scope_of(node)) for node in cutting if _cuts(ctx, node, set(), aliases))
-    return ctx.step_regions.local.reaching(direct, loose=True), aliases
+    return ctx.get(StepRegions).local.reaching(direct, loose=True), aliases
 
 
 def _plain(ctx: FileContext, expr: ast.expr) -> bool:
@@ -175,7 +179,7 @@ def _plain(ctx: FileContext, expr: ast.expr) -> bool:
     if type(expr) in (ast.List, ast.Tuple):
         return True
     if type(expr) is ast.Name:
-        value = ctx.tensors.assigned_value(expr)
+        value = ctx.get(TensorFacts).assigned_value(expr)
         if value is not None and type(value) is ast.Call and _iterator_of(value):
             return _plain(ctx, value)
     if type(expr) is ast.Call:
@@ -184,7 +188,7 @@ def _plain(ctx: FileContext, expr: ast.expr) -> bool:
             return True
         if callee:
             return bool(expr.args) and all(_plain(ctx, a) for a in expr.args)
-    return ctx.tensors.loader(expr) == HOST_TENSOR
+    return ctx.get(TensorFacts).loader(expr) == HOST_TENSOR
 
 
 def _iterated(expr: ast.expr) -> ast.expr:

@@ -7,6 +7,7 @@ from flake8_xla.flow import FlowFacts, Place, argument, is_constant, is_main_gua
 from flake8_xla.fsdp import EXAMPLE_XM, LAUNCH, SPAWN
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
+from flake8_xla.semantic import SemanticModel
 
 # Calls that initialize the XLA runtime of the calling process.
 DEVICE_CALLS = frozenset({
@@ -126,7 +127,7 @@ class DeviceBeforeLaunch(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         launches: List[Tuple[ast.Call, str]] = []
         uses: List[Tuple[ast.AST, str]] = []
-        for ref in ctx.model.references:
+        for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None:
                 continue
@@ -137,12 +138,12 @@ class DeviceBeforeLaunch(Rule):
                 uses.append((call, ref.written_prefix(ref.qualname) + "()"))
         if not launches:
             return
-        uses.extend(_placements(ctx.tree, ctx.flow))
+        uses.extend(_placements(ctx.tree, ctx.get(FlowFacts)))
         if not uses:
             return
         launched = {call.args[0].id for call, _ in launches if call.args and type(call.args[0]) is ast.Name}
         uses.extend(_helper_calls(ctx.tree, uses, launched, {id(call) for call, _ in launches}))
-        flow = ctx.flow
+        flow = ctx.get(FlowFacts)
         placed = [(call, spelled, flow.place(call)) for call, spelled in sorted(launches, key=lambda c: _start(c[0]))]
         entries: Optional[_Entries] = None
         for node, what in sorted(uses, key=lambda u: _start(u[0])):

@@ -5,6 +5,10 @@ from typing import Dict, Iterator
 
 from flake8_xla.flow import argument
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.semantic import SemanticModel
+from flake8_xla.tensors import TensorFacts
+from flake8_xla.loops import StepRegions
+from flake8_xla.syntax import NodeIndex
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
@@ -78,14 +82,14 @@ class DataloaderWithoutDropLast(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        loaders = [r for r in ctx.model.references if r.call is not None and r.qualname in DATALOADER]
+        loaders = [r for r in ctx.get(SemanticModel).references if r.call is not None and r.qualname in DATALOADER]
         if not loaders or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
-                                  for r in ctx.model.references):
+                                  for r in ctx.get(SemanticModel).references):
             return
         names: Dict[int, str] = {}  # id(value) -> the text of what it is assigned to
-        for node in ctx.nodes_of(ast.Assign):
+        for node in ctx.get(NodeIndex).of(ast.Assign):
             names[id(node.value)] = " ".join(ast.unparse(t) for t in node.targets)
-        never = ctx.step_regions.never_on_xla
+        never = ctx.get(StepRegions).never_on_xla
         for ref in loaders:
             call = ref.call
             if id(call) in never or _for_evaluation(ctx, call, names) or _endless(ctx, call):
@@ -113,7 +117,7 @@ class DataloaderWithoutDropLast(Rule):
 def _for_evaluation(ctx: FileContext, call: ast.Call, names: Dict[int, str]) -> bool:
     """Whether the loader's name, else the function around it, else its dataset says evaluation (the
     first of them that says either: `val_loader = DataLoader(MNIST(train=False))` is for evaluation)."""
-    scope = ctx.index.scope_of(call)
+    scope = ctx.get(NodeIndex).scope_of(call)
     for said in (names.get(id(call), ""), getattr(scope, "name", ""), ast.unparse(call.args[0]) if call.args else ""):
         if _TRAINING.search(said):
             return False
@@ -126,7 +130,7 @@ def _endless(ctx: FileContext, call: ast.Call) -> bool:
     """A sampler drawing with replacement (``RandomSampler(ds, replacement=True, num_samples=...)``)."""
     sampler = argument(call, _SAMPLER, "sampler")
     if type(sampler) is ast.Name:
-        sampler = ctx.tensors.assigned_value(sampler) or sampler
+        sampler = ctx.get(TensorFacts).assigned_value(sampler) or sampler
     return type(sampler) is ast.Call and any(k.arg == "replacement" and _is(k.value, True) for k in sampler.keywords)
 
 

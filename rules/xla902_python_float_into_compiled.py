@@ -7,6 +7,9 @@ from flake8_xla.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.syntax import walk
 from flake8_xla.tensors import TENSORS
+from flake8_xla.flow import FlowFacts
+from flake8_xla.tensors import TensorFacts
+from flake8_xla.syntax import NodeIndex
 
 FLOAT_CALLS = frozenset({"float", "get_last_lr", "get_lr", "random", "uniform", "gauss", "time", "perf_counter"})
 HEADER = ("import torch\nimport torch_xla\n\n\n@torch.compile(backend=\"openxla\")\ndef train_step(x, lr):\n"
@@ -56,17 +59,17 @@ class PythonFloatIntoCompiled(Rule):
         if not callables:
             return
         innermost: Dict[int, ast.AST] = {}
-        for loop in sorted(ctx.nodes_of(*LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        for loop in sorted(ctx.get(NodeIndex).of(*LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
             for node in walk(loop.body, SCOPES):
                 innermost.setdefault(id(node), loop)
-        for call in ctx.nodes_of(ast.Call):
+        for call in ctx.get(NodeIndex).of(ast.Call):
             name = _called(call)
             loop = innermost.get(id(call))
             if name not in callables or loop is None:
                 continue
             varying = _varying_names(loop)
             for arg in list(call.args) + [k.value for k in call.keywords]:
-                if ctx.tensors.kind(arg) in TENSORS or not _changes(arg, varying):
+                if ctx.get(TensorFacts).kind(arg) in TENSORS or not _changes(arg, varying):
                     continue
                 if not _floating(ctx, arg, loop, set()):
                     continue
@@ -109,7 +112,8 @@ def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -
         if kind is ast.Call:
             func = node.func
             called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-            if called in FLOAT_CALLS or called == "item" or (ctx.flow.qualname(func) or "").startswith("math."):
+            qualname = ctx.get(FlowFacts).qualname(func) or ""
+            if called in FLOAT_CALLS or called == "item" or qualname.startswith("math."):
                 return True
         if kind is ast.Name and node.id not in seen:
             seen.add(node.id)

@@ -16,6 +16,7 @@ from .. import syntax
 from ..lines import LineModel
 from .edits import Fix, apply_edits, choose, has_comment, removal_edits
 from .imports import Importer
+from ..semantic import SemanticModel
 
 MAX_PASSES = 10
 
@@ -40,7 +41,7 @@ class FixSite:
 
     @property
     def references(self) -> Sequence:
-        return self.ctx.model.references
+        return self.ctx.get(SemanticModel).references
 
     @functools.cached_property
     def qualnames(self) -> Dict[int, str]:
