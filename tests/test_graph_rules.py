@@ -339,7 +339,8 @@ def test_token_loop() -> None:
     assert graph(source) == [
         (line(source, "tokenizer.decode"), 11, "XLA303", read("decoding ids[0]", MODEL)),
         (line(source, "(ids == eos)"), 8, "XLA304", branch("(ids == eos).all()", MODEL)),
-        (line(source, "last ="), 12, "XLA303", read("next_id.cpu()", MODEL)),
+        # `.cpu()` is a copy that hands the tensor on (to CPU logits processors, metrics): in
+        # generation and evaluation loops the real-code sweep found it deliberate 12 times in 14
     ]
 
 
@@ -415,8 +416,10 @@ def test_assertions_in_a_test_module_read_values_on_purpose() -> None:
         "        torch.testing.assert_close(y.cpu(), torch.relu(x))\n"
     )
     assert [d for d in lint_source(source, "tests/test_relu.py") if d.code.startswith("XLA3")] == []
+    # outside a test module the branch on a device tensor is reported; the copy to compare on the
+    # CPU is a hand-off, not a read
     assert [(d.line, d.col + 1, d.code) for d in lint_source(source, "relu_check.py")] == [
-        (line(source, "assert (y"), 16, "XLA304"), (line(source, "assert_close"), 36, "XLA303")]
+        (line(source, "assert (y"), 16, "XLA304")]
 
 
 def test_token_loop_that_syncs_with_an_unknown_model() -> None:
