@@ -4,13 +4,16 @@
 # $MIRRORS/<owner>+<name>/repo (a bare git dir, or a work tree whose .git is used); any clone
 # works, e.g. `git clone --bare https://github.com/OWNER/NAME $MIRRORS/OWNER+NAME/repo`.
 # Existing trees are kept (delete one to re-extract it). Usage: fetch.sh [NAME ...]
+# MANIFEST and ORIGIN (the provenance file written in each tree) let the fix sweep reuse it.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 TREES=${TREES:-/work/realcode-trees}
 MIRRORS=${MIRRORS:-/work/.mirror}
+MANIFEST=${MANIFEST:-$HERE/manifest.txt}
+ORIGIN=${ORIGIN:-.realcode-origin}
 mkdir -p "$TREES"
 want=" $* "
-grep -v '^[[:space:]]*#' "$HERE/manifest.txt" | grep -v '^[[:space:]]*$' |
+grep -v '^[[:space:]]*#' "$MANIFEST" | grep -v '^[[:space:]]*$' |
 while read -r repo commit paths name; do
     if [ "$want" != "  " ] && ! echo "$want" | grep -q " $name "; then continue; fi
     gitdir="$MIRRORS/$(echo "$repo" | tr / +)/repo"
@@ -23,6 +26,6 @@ while read -r repo commit paths name; do
     mkdir -p "$dest"
     if [ "$paths" = "." ]; then set -- ; else set -- $(echo "$paths" | tr , ' '); fi
     git --git-dir="$gitdir" archive "$commit" -- "$@" | tar -x -C "$dest"
-    echo "$repo $commit" > "$dest/.realcode-origin"
+    echo "$repo $commit" > "$dest/$ORIGIN"
     echo "$name: $(find "$dest" -type f | wc -l) files"
 done
