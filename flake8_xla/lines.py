@@ -58,14 +58,6 @@ class LineModel:
         """Offset just past the ending of ``lineno``."""
         return self.starts[min(lineno, len(self.lines))]
 
-    def ending(self, lineno: int) -> str:
-        """The ending of ``lineno``; for a last line without one, the file's first ending (else ``\\n``)."""
-        if 0 < lineno <= len(self.lines):
-            own = line_ending(self.lines[lineno - 1])
-            if own:
-                return own
-        return self.default_ending()
-
     def lineno(self, offset: int) -> int:
         """The 1-based line holding character ``offset``."""
         return max(1, min(bisect.bisect_right(self.starts, offset), len(self.lines)))

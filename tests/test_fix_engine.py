@@ -447,3 +447,12 @@ def test_a_writefile_cell_is_a_program_of_its_own() -> None:
     cells = ["".join(c["source"]) for c in json.loads(result.text)["cells"]]
     assert cells == ["import torch_xla.core.xla_model as xm\nprint(1)",
                      "%%writefile train.py\nimport torch_xla.runtime as xr\nn = xr.world_size()\n"]
+
+
+def test_fixes_that_never_settle_stop_at_the_pass_cap() -> None:
+    def candidates(current: str, tree: ast.Module):
+        return FixSite(current, tree, Version(2, 9), None), [("XLA999", Fix("grow", (Edit(0, 0, "#\n"),), True))]
+
+    outcome = fix_to_fixpoint("a = 1\n", candidates)
+    assert (outcome.passes, outcome.error) == (10, "still changing after 10 passes; stopped")
+    assert outcome.source == "#\n" * 10 + "a = 1\n"

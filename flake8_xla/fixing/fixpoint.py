@@ -50,14 +50,10 @@ class FixSite:
 
     @functools.cached_property
     def parents(self) -> Dict[int, ast.AST]:
-        return parents_of(self.tree)
+        return syntax.parents(self.tree)
 
 
 FixBuilder = Callable[[FixSite], Optional[Fix]]
-
-
-def parents_of(tree: ast.AST) -> Dict[int, ast.AST]:
-    return syntax.parents(tree)
 
 
 # --- imports that a fix left unused --------------------------------------------------------------
@@ -90,12 +86,11 @@ def _parse(source: str) -> Optional[ast.Module]:
         return None
 
 
-def remove_newly_unused(before: ast.AST, source: str, tree: Optional[ast.Module] = None
-                        ) -> Tuple[str, Optional[ast.Module]]:
-    """Remove torch_xla imports that were used in ``before`` and are unused in ``source`` (parsed:
-    ``tree``); an import carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays.
-    Returns the source and its tree (None when it does not parse)."""
-    tree = _parse(source) if tree is None else tree
+def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast.Module]]:
+    """Remove torch_xla imports that were used in ``before`` and are unused in ``source``; an import
+    carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays. Returns the source and its
+    tree (None when it does not parse)."""
+    tree = _parse(source)
     if tree is None:
         return source, None
     used_before = _loaded_names(before)
@@ -105,7 +100,7 @@ def remove_newly_unused(before: ast.AST, source: str, tree: Optional[ast.Module]
     for stmt, alias, name in _import_bindings(tree):
         if used_before[name] and not used_now[name] and not has_comment(lines, stmt):
             doomed.setdefault(id(stmt), (stmt, []))[1].append(alias)
-    edits = removal_edits(lines, list(doomed.values()), parents_of(tree)) if doomed else None
+    edits = removal_edits(lines, list(doomed.values()), syntax.parents(tree)) if doomed else None
     if not edits:
         return source, tree
     new = apply_edits(source, edits)
@@ -142,11 +137,12 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
     """Apply the fixes ``candidates_for(source, tree)`` offers until none is left or MAX_PASSES."""
     outcome = FixOutcome(source)
     declined: Set[Tuple] = set()
-    broken: List[str] = []
+    invalid: List[str] = []  # the declined fixes, named
     tree = ast.parse(source)
+    capped = False
     for _ in range(MAX_PASSES * 2):
         if outcome.passes >= MAX_PASSES:
-            broken.insert(0, f"still changing after {MAX_PASSES} passes; stopped")
+            capped = True
             break
         current = outcome.source
         site, built = candidates_for(current, tree)
@@ -161,7 +157,7 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
             for fix in bad:
                 declined.add(fix.identity(current))
                 code = next(c for c, f in built if f is fix)
-                broken.append(f"{code} ({fix.title}) at line {site.lines.lineno(fix.span()[0])}")
+                invalid.append(f"{code} ({fix.title}) at line {site.lines.lineno(fix.span()[0])}")
             if bad:
                 continue
             chosen = chosen[:1]
@@ -173,13 +169,11 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
         outcome.passes += 1
         outcome.fixed.update(code for code, fix in built if id(fix) in chosen_ids)
         outcome.notes.extend(fix.note for fix in chosen if fix.note and fix.note not in outcome.notes)
-    if broken:
-        stopped = [b for b in broken if b.startswith("still changing")]
-        invalid = [b for b in broken if not b.startswith("still changing")]
-        parts = stopped + (["not applied, it would produce invalid code: " + "; ".join(invalid)] if invalid else [])
-        outcome.error = "; ".join(parts)
+    parts = [f"still changing after {MAX_PASSES} passes; stopped"] if capped else []
+    if invalid:
+        parts.append("not applied, it would produce invalid code: " + "; ".join(invalid))
+    outcome.error = "; ".join(parts) or None
     return outcome
 
 
-__all__ = ["FixBuilder", "FixOutcome", "FixSite", "MAX_PASSES", "fix_to_fixpoint", "parents_of",
-           "remove_newly_unused"]
+__all__ = ["FixBuilder", "FixOutcome", "FixSite", "MAX_PASSES", "fix_to_fixpoint", "remove_newly_unused"]
