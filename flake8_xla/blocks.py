@@ -61,7 +61,7 @@ class Program:
         return cls("".join(parts), tuple(lines), tuple(block.index for block in blocks))
 
     def locate(self, document: Document, diagnostic: Diagnostic) -> Optional[Located]:
-        place = self.lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(self.lines) else None
+        place = self.place(diagnostic.line)
         if place is None:
             return None
         block = _by_index(document)[place[0]]
@@ -75,7 +75,7 @@ class Program:
     def _line_label(self, document: Document, line: int, cell: Optional[int]) -> str:
         """A message's "line N" (a program line) as the document's: "line 12", or in a notebook
         "line 3" of the same cell and "cell 2, line 3" of another one."""
-        place = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        place = self.place(line)
         if place is None:
             return f"line {line}"
         block = _by_index(document)[place[0]]
@@ -84,8 +84,12 @@ class Program:
             return f"cell {block.cell}, line {origin}"
         return f"line {origin}"
 
+    def place(self, line: int) -> Optional[Tuple[int, int]]:
+        """(block index, line in block) of a program line; None for a marker or outside the program."""
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else None
+
     def block_of(self, line: int) -> Optional[int]:
-        place = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        place = self.place(line)
         return None if place is None else place[0]
 
     def relates_blocks(self, diagnostic: Diagnostic) -> bool:

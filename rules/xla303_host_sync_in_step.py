@@ -157,7 +157,7 @@ class HostSyncInStep(Rule):
             if method in READS or (method == "to" and _to_cpu(node)):
                 if kind(func.value) in RULED_OUT or node.args and method != "to":
                     return None
-                if method in ("cpu", "to") and _discarded(ctx, node):
+                if _copies_to_host(node) and _discarded(ctx, node):
                     return None  # `vae.to("cpu")` as a statement moves a module: a tensor's copy would be lost
                 return spelled(node, f".{method}()")
             value, how = _logged(ctx, node)
