@@ -6,7 +6,7 @@ import functools
 from typing import Iterator, List, Optional, Tuple
 
 from . import __version__
-from .engine import all_rules, concerns_xla, lint, lint_fixable
+from .engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
 from .engine import too_deep_message as engine_too_deep_message
 from .lifecycle import api_table
 from .config import known_releases
@@ -89,13 +89,14 @@ class XlaChecker:
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         global _too_deep_tree
         # the pre-filter here, before _rules(), keeps the rule import lazy; lint() need not repeat it
-        if not concerns_xla("".join(self.lines), self.assume_xla):
+        source = "".join(self.lines)
+        if not concerns_xla(source, self.assume_xla):
             return
         try:
-            reported = self._fixable() if self.report_fixes else [
+            reported = self._fixable(source) if self.report_fixes else [
                 (d, False) for d in lint(self.lines, self.tree, self.filename, self.target_version,
                                          _rules(self.off_by_default), assume_xla=True)]
-        except (RecursionError, MemoryError) as exc:
+        except TOO_DEEP as exc:
             # flake8 parsed the file, but it nests deeper than our recursive walks (or ast.unparse)
             # go: a limit of the input, like flake8's own E999 for nesting past the parser's limit
             if self.tree is not _too_deep_tree:
@@ -108,9 +109,8 @@ class XlaChecker:
         for d, safe_fix in reported:
             yield d.line, d.col, f"{d.code} {SAFE_FIX_MARK if safe_fix else ''}{d.message}", type(self)
 
-    def _fixable(self) -> list:
+    def _fixable(self, source: str) -> list:
         """The diagnostics, each with whether it has a safe fix: what `flake8-xla check` calls fixable."""
-        source = "".join(self.lines)
         target = infer_target(self.filename, self.target_version, api_table().latest)
         pairs, _ = lint_fixable(source, self.tree, self.filename, target, _rules(self.off_by_default),
                                 assume_xla=True)
