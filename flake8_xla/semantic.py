@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from .syntax import CHILD_FIELDS, child_fields, walk
 from .versions import Version
 
 # Guard bits carried down the walk.
@@ -29,12 +30,15 @@ LOCAL = ""
 AMBIGUOUS = "?"
 # ``name = None`` or a fallback binding: a placeholder that does not hide an import of the name.
 PLACEHOLDER = "-"
+_MISS = object()
 
 _VERSION_NAME = re.compile(
     r"(?i)(?:(?:xla|torch)\w*(?:version|greater|less|newer|older|_(?:ge|gt|le|lt|eq)_?\d|\d+_\d+))"
     r"|(?:version\w*(?:xla|torch))"
 )
 _REQUIREMENT_TEXT = re.compile(r"(?i)torch[-_]xla\s*(?:>=|<=|==|~=|!=|>|<)")
+# every release test the heuristics recognise spells one of these (a cheap test on the source lines)
+_RELEASE_WORDS = re.compile(r"(?i)version|xla|torch|hasattr|getattr")
 
 
 class Scope:
@@ -155,12 +159,13 @@ class SemanticModel:
 
     @classmethod
     def from_context(cls, ctx) -> "SemanticModel":
-        return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version)
+        return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version, ctx.lines)
 
     def __init__(self, tree: ast.AST, compat_names: frozenset = frozenset(),
                  star_known: Callable[[str], bool] = lambda q: False,
-                 target: Optional[Version] = None) -> None:
+                 target: Optional[Version] = None, lines: Optional[Sequence[str]] = None) -> None:
         self._compat_names = compat_names
+        self._lines = lines
         self._star_known = star_known
         self.target = target
         self._uses: List[_Use] = []
@@ -176,8 +181,12 @@ class SemanticModel:
     def _resolve(self) -> Iterator[Reference]:
         for alias, qualname, guard, stmt, scope in self._imports:
             yield Reference(alias, qualname, qualname, tuple(qualname.split(".")), guard, stmt, True, stmt, scope)
+        seen: Dict[Tuple[int, str], Optional[str]] = {}  # the walk is over: bindings are final
         for node, root, parts, scope, guard, parent in self._uses:
-            bound = scope.lookup(root)
+            key = (id(scope), root)
+            bound = seen.get(key, _MISS)
+            if bound is _MISS:
+                bound = seen[key] = scope.lookup(root)
             if bound is None:
                 bound = self._from_star(scope, root)
             if bound == LOCAL and parts:
@@ -230,7 +239,7 @@ class SemanticModel:
         stack: List[Tuple[ast.AST, Optional[ast.AST], Scope, int]] = [(tree, None, self.module_scope, 0)]
         uses = self._uses
         push = stack.append
-        Name, Attribute, Load, Constant = ast.Name, ast.Attribute, ast.Load, ast.Constant
+        Name, Attribute, Load, Constant, AST = ast.Name, ast.Attribute, ast.Load, ast.Constant, ast.AST
         while stack:
             node, parent, scope, guard = stack.pop()
             kind = type(node)
@@ -259,19 +268,37 @@ class SemanticModel:
             if handler is not None:
                 handler(self, node, parent, scope, guard, push)
                 continue
-            self._push_children(node, scope, guard, push)
+            fields = _PLAIN_FIELDS.get(kind, False)
+            if fields is False:
+                fields = _plain_fields(kind)
+            if fields is None:
+                self._push_children(node, scope, guard, push)
+                continue
+            # no statement lists below: the children in reverse, so they pop in source order
+            for field in fields:
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    for item in reversed(value):
+                        if isinstance(item, AST):
+                            push((item, node, scope, guard))
+                elif isinstance(value, AST):
+                    push((value, node, scope, guard))
 
     def _push_children(self, node: ast.AST, scope: Scope, guard: int, push) -> None:
         items = []
-        for field in node._fields:
+        add = items.append
+        kind = type(node)
+        for field in CHILD_FIELDS.get(kind) or child_fields(kind):
             value = getattr(node, field, None)
-            if isinstance(value, list):
+            if type(value) is list:
                 if value and field in _BLOCK_FIELDS and isinstance(value[0], ast.stmt):
                     items.extend(self._block(value, guard, scope))
                 else:
-                    items.extend((v, guard) for v in value if isinstance(v, ast.AST))
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            add((item, guard))
             elif isinstance(value, ast.AST):
-                items.append((value, guard))
+                add((value, guard))
         for child, child_guard in reversed(items):
             push((child, node, scope, child_guard))
 
@@ -297,6 +324,13 @@ class SemanticModel:
             push((stmt, parent, scope, g))
 
     # -- compat-guard tests ---------------------------------------------------------------
+    def may_mention_release(self, node: ast.AST) -> bool:
+        """False when the source lines of ``node`` spell no word a release test needs."""
+        lines = self._lines
+        if lines is None or getattr(node, "end_lineno", None) is None:
+            return True
+        return _RELEASE_WORDS.search("".join(lines[node.lineno - 1:node.end_lineno])) is not None
+
     def is_compat_test(self, test: ast.expr, scope: Optional[Scope] = None) -> bool:
         """True for ``hasattr(xr, "world_size")``-style feature checks and version checks."""
         return self.release_guard(test, scope) is not None
@@ -426,7 +460,9 @@ class _Evaluator:
     def _leftover(self, node: ast.AST) -> _Truth:
         """A test we cannot evaluate: still a release check (compat both ways) when it mentions
         a release the way the old heuristics recognise."""
-        for sub in ast.walk(node):
+        if not self.model.may_mention_release(node):
+            return _FREE
+        for sub in walk([node]):
             kind = type(sub)
             if kind is ast.Attribute:
                 if sub.attr == "__version__":
@@ -684,6 +720,15 @@ def _terminates(body: List[ast.stmt]) -> bool:
 
 
 _BLOCK_FIELDS = {"body", "orelse", "finalbody"}
+# node type -> its child fields reversed, or None when it has statement lists (walked by _block)
+_PLAIN_FIELDS: Dict[type, Optional[Tuple[str, ...]]] = {}
+
+
+def _plain_fields(kind: type) -> Optional[Tuple[str, ...]]:
+    fields = child_fields(kind)
+    plain = None if _BLOCK_FIELDS.intersection(fields) else tuple(reversed(fields))
+    _PLAIN_FIELDS[kind] = plain
+    return plain
 
 
 def _exception_names(handler: ast.ExceptHandler) -> List[str]:
@@ -803,28 +848,26 @@ def _binds_alternative(node: ast.Try) -> bool:
     module, or assigns (even ``xs = None``: the code after it checks the name), defines or imports
     one of the names the try body imports. A try body without imports is left as compat code."""
     imported = set()
-    for stmt in node.body:
-        for sub in ast.walk(stmt):
-            if type(sub) in (ast.Import, ast.ImportFrom):
-                for alias in sub.names:
-                    imported.add(alias.asname or alias.name.split(".", 1)[0])
+    for sub in walk(node.body):
+        if type(sub) in (ast.Import, ast.ImportFrom):
+            for alias in sub.names:
+                imported.add(alias.asname or alias.name.split(".", 1)[0])
     if not imported:
         return True
     for handler in node.handlers:
         names = set(_exception_names(handler))
         if not names & (_COMPAT_EXCEPTIONS | _BROAD_EXCEPTIONS):
             continue
-        for stmt in handler.body:
-            for sub in ast.walk(stmt):
-                kind = type(sub)
-                if kind in (ast.Import, ast.ImportFrom):
+        for sub in walk(handler.body):
+            kind = type(sub)
+            if kind in (ast.Import, ast.ImportFrom):
+                return True
+            if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and sub.name in imported:
+                return True
+            if kind in (ast.Assign, ast.AnnAssign, ast.AugAssign):
+                targets = sub.targets if kind is ast.Assign else [sub.target]
+                if any(type(n) is ast.Name and n.id in imported for n in walk(targets)):
                     return True
-                if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and sub.name in imported:
-                    return True
-                if kind in (ast.Assign, ast.AnnAssign, ast.AugAssign):
-                    targets = sub.targets if kind is ast.Assign else [sub.target]
-                    if any(type(n) is ast.Name and n.id in imported for t in targets for n in ast.walk(t)):
-                        return True
     return False
 
 

@@ -7,14 +7,15 @@ import bisect
 from typing import Dict, List, Optional, Sequence, Tuple
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-# node type -> the fields that may hold nodes (``ctx`` holds shared Load/Store instances)
-_FIELDS: Dict[type, Tuple[str, ...]] = {}
+# node type -> the fields that may hold nodes (``ctx`` holds shared Load/Store instances);
+# read as ``CHILD_FIELDS.get(kind) or child_fields(kind)`` in the hot loops
+CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def _fields(kind: type) -> Tuple[str, ...]:
-    fields = _FIELDS.get(kind)
+def child_fields(kind: type) -> Tuple[str, ...]:
+    fields = CHILD_FIELDS.get(kind)
     if fields is None:
-        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+        fields = CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
     return fields
 
 
@@ -30,7 +31,7 @@ def walk(roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]
         kind = type(node)
         if kind in stop:
             continue
-        for field in _FIELDS.get(kind) or _fields(kind):
+        for field in CHILD_FIELDS.get(kind) or child_fields(kind):
             value = getattr(node, field, None)
             if type(value) is list:
                 for item in value:
@@ -48,7 +49,7 @@ def parents(tree: ast.AST) -> Dict[int, ast.AST]:
     push = stack.append
     while stack:
         node = stack.pop()
-        for field in _FIELDS.get(type(node)) or _fields(type(node)):
+        for field in CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
             value = getattr(node, field, None)
             if type(value) is list:
                 for item in value:
