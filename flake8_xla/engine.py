@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import gc
 import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -30,6 +32,20 @@ def rule_index() -> tuple:
     from flake8_xla.rules import rule_index as index
 
     return index()
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector off while one file is analysed: the analysis allocates many
+    short-lived objects that reference counting frees, and each collection it would trigger
+    scans every object the host process holds (flake8's trees and tokens too). Restored after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # Input nested deeper than Python's parser or our walks can recurse: reported like a file that
@@ -73,8 +89,9 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
               rules: Optional[Sequence[Rule]] = None) -> List[Diagnostic]:
     ctx = FileContext(lines, tree, filename, target, api_table())
     out: List[Diagnostic] = []
-    for rule in all_rules() if rules is None else rules:
-        out.extend(rule.check(ctx))
+    with collector_paused():
+        for rule in all_rules() if rules is None else rules:
+            out.extend(rule.check(ctx))
     out.sort()
     return out
 
@@ -90,9 +107,10 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
     if not concerns_xla(source, assume_xla):
         return out, site
-    for rule in all_rules() if rules is None else rules:
-        for diagnostic, builder in rule.check_fixable(ctx):
-            out.append((diagnostic, builder(site) if builder is not None else None))
+    with collector_paused():
+        for rule in all_rules() if rules is None else rules:
+            for diagnostic, builder in rule.check_fixable(ctx):
+                out.append((diagnostic, builder(site) if builder is not None else None))
     out.sort(key=lambda pair: pair[0])
     return out, site
 

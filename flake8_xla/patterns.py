@@ -20,10 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-import yaml
-
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
 
+from .lifecycle import load_yaml
 from .rule import Diagnostic, Example, FileContext, Rule
 from .semantic import SemanticModel
 from .tensors import TensorFacts
@@ -51,7 +50,7 @@ def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
 
 def load_pattern_rule(path: pathlib.Path) -> type:
     """A Rule class built from one YAML file."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     meta = data["metadata"]
     spec = PatternSpec(
         str(path), data["rule"], data["message"],

@@ -290,3 +290,36 @@ def test_release_guards_follow_the_target(test: str, expected) -> None:
     got = tuple(" ".join(sorted(d.code for d in lint_source(source, target=t) if d.code.startswith("XLA1")))
                 or None for t in TARGETS)
     assert got == expected
+
+
+def _site(tmp_path, folder, metadata_file, text):
+    site = tmp_path / "site"
+    (site / folder).mkdir(parents=True)
+    (site / folder / metadata_file).write_text(text)
+    return str(site)
+
+
+@pytest.mark.parametrize("folder, metadata_file, version, expected", [
+    ("torch_xla-2.6.1.dist-info", "METADATA", "2.6.1", Version(2, 6)),
+    ("torch_xla-2.10.0+cpu.dist-info", "METADATA", "2.10.0+cpu", Version(2, 10)),
+    ("torch_xla.egg-info", "PKG-INFO", "2.3.0", Version(2, 3)),
+])
+def test_installed_version_comes_from_the_first_distribution_metadata_on_sys_path(
+        tmp_path, monkeypatch, folder, metadata_file, version, expected):
+    site = _site(tmp_path, folder, metadata_file, f"Metadata-Version: 2.1\nName: torch_xla\nVersion: {version}\n\nbody\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), site, *sys.path])
+    versions.installed_version.cache_clear()
+    try:
+        assert versions.installed_version() == expected
+    finally:
+        versions.installed_version.cache_clear()
+
+
+def test_installed_version_is_none_without_torch_xla_metadata(tmp_path, monkeypatch):
+    site = _site(tmp_path, "torch-2.9.0.dist-info", "METADATA", "Name: torch\nVersion: 2.9.0\n")
+    monkeypatch.setattr(sys, "path", [site])
+    versions.installed_version.cache_clear()
+    try:
+        assert versions.installed_version() is None
+    finally:
+        versions.installed_version.cache_clear()
