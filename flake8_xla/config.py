@@ -7,7 +7,6 @@ gets the same behaviour from the CLI). Command-line options override the file.
 """
 from __future__ import annotations
 
-import configparser
 import functools
 import os
 import re
@@ -227,6 +226,8 @@ def _read_toml(path: str) -> Optional[Dict[str, object]]:
 
 
 def _read_ini(path: str) -> Tuple[Optional[Dict[str, str]], Optional[Dict[str, str]]]:
+    import configparser  # only ini-style config files need it
+
     parser = configparser.RawConfigParser()
     try:
         parser.read(path, encoding="utf-8")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import flake8_xla.rules as rule_units  # the package only, where the table file lives
 
 from .semantic import Reference
 from .versions import Version, parse_version
@@ -231,7 +233,8 @@ def load_yaml(text: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def api_table() -> ApiTable:
     """The shipped table, parsed once per process."""
-    text = resources.files("flake8_xla.rules").joinpath("api_lifecycle.yaml").read_text(encoding="utf-8")
+    with open(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml"), encoding="utf-8") as handle:
+        text = handle.read()
     return build_table(load_yaml(text))
 
 

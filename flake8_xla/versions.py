@@ -8,7 +8,6 @@ down to the file and line (``origin``), for ``-v`` and ``--show-settings``.
 """
 from __future__ import annotations
 
-import configparser
 import functools
 import os
 import re
@@ -150,6 +149,8 @@ def _from_pyproject(path: str) -> Optional[Floor]:
 
 
 def _from_setup_cfg(path: str) -> Optional[Floor]:
+    import configparser  # only projects with a setup.cfg pay for it
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(path, encoding="utf-8")
     lines: list = []

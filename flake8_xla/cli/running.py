@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import ast
-import ctypes
 import dataclasses
-import difflib
 import os
 import signal
 import sys
@@ -200,6 +198,8 @@ def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str,
                result: FileResult) -> bool:
     """Show the fixed text as a diff (--diff) or write it; True when the file now holds it."""
     if job.diff:
+        import difflib  # --diff only
+
         result.diff = "".join(difflib.unified_diff(split_lines(source.text), split_lines(new_text),
                                                    f"a/{display}", f"b/{display}"))
         result.fixed = fixed
@@ -298,6 +298,8 @@ def die_with_parent(parent_pid: int) -> None:
     each file. The check right after arming also covers a parent that died before it."""
     if sys.platform.startswith("linux"):
         try:
+            import ctypes  # workers only
+
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
