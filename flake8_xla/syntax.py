@@ -62,22 +62,6 @@ def parents(tree: ast.AST) -> Dict[int, ast.AST]:
     return out
 
 
-_BLOCK_FIELDS = ("body", "orelse", "finalbody")
-
-
-def statement_positions(tree: ast.AST) -> Dict[int, Tuple[int, int]]:
-    """id(statement) -> (id of the statement list holding it, its index there)."""
-    out: Dict[int, Tuple[int, int]] = {}
-    for node in walk([tree], (ast.expr,)):
-        for field in _BLOCK_FIELDS:
-            block = getattr(node, field, None)
-            if type(block) is list and block and isinstance(block[0], ast.stmt):
-                key = id(block)
-                for index, stmt in enumerate(block):
-                    out[id(stmt)] = (key, index)
-    return out
-
-
 class NodeIndex:
     """Nodes by type, and the scope of a node (its innermost def, lambda or class body)."""
 
@@ -88,13 +72,26 @@ class NodeIndex:
     def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
         by_type: Dict[type, List[ast.AST]] = {}
-        for node in walk([tree]):
+        stack = [tree]
+        push = stack.append
+        fields_of = CHILD_FIELDS
+        AST = ast.AST
+        while stack:  # syntax.walk, bucketing as it goes
+            node = stack.pop()
             kind = type(node)
             bucket = by_type.get(kind)
             if bucket is None:
                 by_type[kind] = [node]
             else:
                 bucket.append(node)
+            for field in fields_of.get(kind) or child_fields(kind):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            push(item)
+                elif isinstance(value, AST):
+                    push(value)
         self.by_type = by_type
         self._scopes: Optional[List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]] = None
         self.parent_scope: Dict[int, Optional[ast.AST]] = {id(tree): None}

@@ -14,7 +14,6 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..lines import LineModel, line_ending
 from ..semantic import Reference, Scope
-from ..syntax import statement_positions
 from .edits import Edit, alone_on_its_lines
 
 # conventional aliases for modules a fix imports (used only when the name appears nowhere in the file)
@@ -57,6 +56,7 @@ class Importer:
         self.parents = parents
         self.references = references
         self._anchors: Dict[PlannedImport, ast.stmt] = {}
+        self._positions: Dict[int, Optional[Tuple[int, int]]] = {}
 
     # -- indexes, built once per pass --------------------------------------------------------------
     @functools.cached_property
@@ -65,10 +65,15 @@ class Importer:
         is treated as taken, which only costs a longer spelling."""
         return frozenset(_WORD.findall(self.lines.source))
 
-    @functools.cached_property
-    def positions(self) -> Dict[int, Tuple[int, int]]:
-        """id(statement) -> (id of its statement list, index in it)."""
-        return statement_positions(self.tree)
+    def position(self, node: ast.AST) -> Optional[Tuple[int, int]]:
+        """(id of its statement list, index in it) of a statement, found from its parent when first
+        asked; None for anything else."""
+        if not isinstance(node, ast.stmt):
+            return None
+        key = id(node)
+        if key not in self._positions:
+            self._positions[key] = _place_in_parent(node, self.parents.get(key))
+        return self._positions[key]
 
     @functools.cached_property
     def bindings(self) -> Dict[str, List[_Binding]]:
@@ -91,12 +96,12 @@ class Importer:
     def dominates(self, stmt: ast.stmt, node: ast.AST) -> bool:
         """Whether ``stmt`` runs before ``node`` whenever ``node``'s enclosing code runs: a later
         statement of the same list contains ``node`` (a function defined there counts)."""
-        place = self.positions.get(id(stmt))
+        place = self.position(stmt)
         if place is None:
             return False
         current: Optional[ast.AST] = node
         while current is not None:
-            where = self.positions.get(id(current))
+            where = self.position(current)
             if where is not None and where[0] == place[0] and where[1] > place[1]:
                 return True
             current = self.parents.get(id(current))
@@ -123,7 +128,7 @@ class Importer:
             next((s for s in reversed(candidates) if self.dominates(s, ref.node)), None)
         if anchor is None:
             return None
-        place = self.positions.get(id(anchor))
+        place = self.position(anchor)
         if place is None:
             return None
         alias = ALIASES.get(module)
@@ -135,7 +140,7 @@ class Importer:
             return None
         planned = PlannedImport(place[0], module, line)
         earlier = self._anchors.get(planned)
-        if earlier is None or self.positions[id(earlier)][1] > place[1]:
+        if earlier is None or self.position(earlier)[1] > place[1]:
             self._anchors[planned] = anchor
         return prefix, planned
 
@@ -168,3 +173,13 @@ class Importer:
 
 
 __all__ = ["ALIASES", "Importer", "PlannedImport"]
+
+
+def _place_in_parent(stmt: ast.stmt, parent: Optional[ast.AST]) -> Optional[Tuple[int, int]]:
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if type(block) is list:
+            for index, item in enumerate(block):
+                if item is stmt:
+                    return id(block), index
+    return None
