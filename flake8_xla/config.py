@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Tuple, Union
 
-from .lifecycle import api_table
+from .lifecycle.table import api_table
 from .versions import EXPLICIT, Version, check_target
 
 

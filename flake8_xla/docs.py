@@ -13,9 +13,9 @@ import urllib.parse
 from typing import Dict, List
 
 from .engine import all_rules, fix_source, lint_source
-from .formats import docs_url
-from .lifecycle import ApiRow, api_table
-from .lifecycle_match import LifecycleRule
+from .output.formats import docs_url
+from .lifecycle.table import ApiRow, api_table
+from .lifecycle.matching import LifecycleRule
 from .rule import Rule
 from .versions import Target, parse_version
 

@@ -9,9 +9,9 @@ import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
-from .lines import split_lines
+from .fixing.lines import split_lines
 from .noqa import filter_noqa
-from .lifecycle import api_table
+from .lifecycle.table import api_table
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP
+from .analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP
 
 WHERE = {
     TRAINING_LOOP: "on every training step",

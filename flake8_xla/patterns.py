@@ -5,7 +5,7 @@ fields live under ``metadata:`` (code, docs, examples, and the metavariable cons
 cannot express, because they match text, not bindings: ``resolve`` (which qualified names it must
 resolve to: the whole metavariable, so ``torch.where(c, a, b).unsqueeze`` is not ``torch.where``),
 ``literal`` (a regex for its text), ``tensor`` / ``mask`` (it must be a device tensor / a boolean
-one, asked of flake8_xla/tensors.py), ``not_host`` (it must not be known to live on the host: a
+one, asked of flake8_xla/analysis/tensors.py), ``not_host`` (it must not be known to live on the host: a
 CPU tensor has no XLA fallback). A constraint applies to the alternatives that bind its
 metavariable; every match must pass at least one name or type constraint. Per file, all pattern
 rules share one tree-sitter parse and one ``find_all`` over the union of their rules; each match
@@ -22,12 +22,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
 
-from .lifecycle import load_yaml
+from .lifecycle.table import load_yaml
 from .rule import Diagnostic, Example, FileContext, Rule
-from .semantic import SemanticModel
-from .tensors import TensorFacts
-from .loops import StepRegions
-from .syntax import NodeIndex
+from .analysis.semantic import SemanticModel
+from .analysis.tensors import TensorFacts
+from .analysis.loops import StepRegions
+from .analysis.syntax import NodeIndex
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class PatternSpec:
     resolve: Tuple[Tuple[str, frozenset], ...]  # metavariable -> allowed qualified names
     literal: Tuple[Tuple[str, str], ...]  # metavariable -> regex its text must fully match
     prefilter: Optional["re.Pattern[str]"]  # the file must contain this text, or the rule cannot match
-    tensor: Tuple[str, ...] = ()  # metavariables that must be device tensors (flake8_xla/tensors.py)
+    tensor: Tuple[str, ...] = ()  # metavariables that must be device tensors (flake8_xla/analysis/tensors.py)
     mask: Tuple[str, ...] = ()  # metavariables that must be boolean device tensors
     not_host: Tuple[str, ...] = ()  # metavariables that must not be known CPU tensors or host values
 

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 from . import __version__
 from .engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
 from .engine import too_deep_message as engine_too_deep_message
-from .lifecycle import api_table
+from .lifecycle.table import api_table
 from .config import known_releases
 from .versions import check_target, forget_project_files, infer_target
 

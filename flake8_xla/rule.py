@@ -4,10 +4,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
+from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Type,
+                    TypeVar)
 
-from .lifecycle import ApiTable
 from .versions import Target
+
+if TYPE_CHECKING:  # the table is data a context carries; rule.py sits below the lifecycle layer
+    from .lifecycle.table import ApiTable
 
 F = TypeVar("F")
 

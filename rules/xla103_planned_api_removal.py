@@ -1,5 +1,5 @@
 """XLA103 planned-api-removal."""
-from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, planned_message
+from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_message
 from flake8_xla.rule import Example
 
 

@@ -1,5 +1,5 @@
 """XLA104 moved-module."""
-from flake8_xla.lifecycle_match import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, removal_phrase
 from flake8_xla.rule import Example
 
 

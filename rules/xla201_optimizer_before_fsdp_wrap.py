@@ -2,9 +2,9 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.flow import FlowFacts, OptimizerBuild, Position
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.flow import FlowFacts, OptimizerBuild, Position
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 

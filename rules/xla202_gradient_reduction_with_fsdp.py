@@ -1,11 +1,11 @@
 """XLA202 gradient-reduction-with-fsdp."""
 from typing import Iterator
 
-from flake8_xla.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
-from flake8_xla.flow import dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
+from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_XM + EXAMPLE_FSDP
 

@@ -2,11 +2,11 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.fsdp import EXAMPLE_FSDP
-from flake8_xla.flow import dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
+from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_FSDP
 CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})

@@ -2,8 +2,8 @@
 import ast
 from typing import Dict, Iterator, List, Optional
 
-from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.flow import FlowFacts, Position, Wrap, dotted, prefixes
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 ROOT_ONLY = ("clip_grad_norm_", "no_sync")

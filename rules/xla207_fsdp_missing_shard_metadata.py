@@ -2,10 +2,11 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_CHECKPOINT as HEADER
-from flake8_xla.fsdp import EXAMPLE_XM as XM
-from flake8_xla.fsdp import RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts, has_fsdp_v1
-from flake8_xla.flow import dotted, is_constant
+from flake8_xla.analysis.fsdp import EXAMPLE_CHECKPOINT as HEADER
+from flake8_xla.analysis.fsdp import EXAMPLE_XM as XM
+from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts,
+                                      has_fsdp_v1)
+from flake8_xla.analysis.flow import dotted, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 

@@ -3,13 +3,13 @@ import ast
 import builtins
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_XM as XM
-from flake8_xla.fsdp import EXAMPLE_XR as XR
-from flake8_xla.fsdp import CONSOLIDATE, LAUNCH, MASTER_WORD, PARTIAL, SPAWN
-from flake8_xla.flow import FSDP_V1, FlowFacts, argument, dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_XM as XM
+from flake8_xla.analysis.fsdp import EXAMPLE_XR as XR
+from flake8_xla.analysis.fsdp import CONSOLIDATE, LAUNCH, MASTER_WORD, PARTIAL, SPAWN
+from flake8_xla.analysis.flow import FSDP_V1, FlowFacts, argument, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import Reference
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import Reference
+from flake8_xla.analysis.semantic import SemanticModel
 
 CONSOLIDATORS = CONSOLIDATE | {"xla_compat.consolidate_sharded", "xla_compat.checkpoint.consolidate_sharded"}
 # start ``fn(index, ...)`` once per process

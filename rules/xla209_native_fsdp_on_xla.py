@@ -3,7 +3,7 @@ import ast
 from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 NATIVE_FSDP = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel",

@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.fsdp import EXAMPLE_FSDP, PARTIAL
-from flake8_xla.flow import FlowFacts, dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP, PARTIAL
+from flake8_xla.analysis.flow import FlowFacts, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 HEADER = "import functools\n" + EXAMPLE_FSDP

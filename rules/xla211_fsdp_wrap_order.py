@@ -2,8 +2,8 @@
 import ast
 from typing import Dict, Iterator, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.flow import FlowFacts, Wrap, prefixes
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.analysis.flow import FlowFacts, Wrap, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"

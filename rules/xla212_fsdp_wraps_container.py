@@ -2,10 +2,10 @@
 import ast
 from typing import Dict, Iterator, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_FSDP
-from flake8_xla.flow import FlowFacts, Wrap
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
+from flake8_xla.analysis.flow import FlowFacts, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 FSDP1 = "import torch.nn as nn\n" + EXAMPLE_FSDP
 CONTAINERS = {

@@ -1,11 +1,11 @@
 """XLA213 checkpoint-outside-fsdp."""
 from typing import Iterator
 
-from flake8_xla.fsdp import CHECKPOINT_MODULE, EXAMPLE_FSDPV2
-from flake8_xla.flow import FSDP_V1, dotted
+from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE, EXAMPLE_FSDPV2
+from flake8_xla.analysis.flow import FSDP_V1, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
 
 FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP, checkpoint_module\n"
 FSDP2 = "from torch_xla.distributed.fsdp import checkpoint_module\n" + EXAMPLE_FSDPV2

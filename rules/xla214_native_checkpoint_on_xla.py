@@ -3,7 +3,7 @@ import ast
 from typing import Iterator
 
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 NATIVE = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 # Using one of these means the file already knows the XLA variant (e.g. it picks one per device).

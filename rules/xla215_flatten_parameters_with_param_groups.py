@@ -2,10 +2,10 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_FSDP
-from flake8_xla.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
+from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"

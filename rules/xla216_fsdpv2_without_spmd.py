@@ -2,12 +2,12 @@
 import ast
 from typing import Iterator, List
 
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
-from flake8_xla.fsdp import USE_SPMD, runs_as_program, spmd_api
-from flake8_xla.flow import FSDP_V2
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.analysis.fsdp import USE_SPMD, runs_as_program, spmd_api
+from flake8_xla.analysis.flow import FSDP_V2
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 
 class FsdpV2WithoutSpmd(Rule):

@@ -3,11 +3,11 @@ import ast
 import re
 from typing import Iterator, List
 
-from flake8_xla.fsdp import EXAMPLE_XR, USE_SPMD
-from flake8_xla.flow import dotted, within
+from flake8_xla.analysis.fsdp import EXAMPLE_XR, USE_SPMD
+from flake8_xla.analysis.flow import dotted, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
 
 # Calls that hand out the XLA device: the first one locks the runtime out of SPMD mode.
 DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device",

@@ -2,12 +2,12 @@
 import ast
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
-from flake8_xla.fsdp import spmd_api
-from flake8_xla.flow import FlowFacts, Position, Wrap, dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.analysis.fsdp import spmd_api
+from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 MESH_BUILDERS = ("Mesh", "HybridMesh", "get_1d_mesh")
 HEADER = FSDP2 + SPMD + "import numpy as np\n\nxr.use_spmd()\n"

@@ -2,12 +2,12 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
-from flake8_xla.fsdp import runs_as_program, spmd_api
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.analysis.fsdp import runs_as_program, spmd_api
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
 
 HEADER = FSDP2 + SPMD + "\nxr.use_spmd()\n"
 

@@ -3,12 +3,12 @@ import ast
 import re
 from typing import Dict, Iterator, Optional
 
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
-from flake8_xla.fsdp import CHECKPOINT_MODULE
-from flake8_xla.flow import FlowFacts, Position, dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE
+from flake8_xla.analysis.flow import FlowFacts, Position, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 # Hugging Face model classes return a ModelOutput (a dict) from forward; tokenizers, configs and
 # TF/Flax classes are not torch modules.

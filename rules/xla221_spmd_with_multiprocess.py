@@ -2,10 +2,10 @@
 import ast
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from flake8_xla.fsdp import EXAMPLE_XR, LAUNCH, SPAWN, USE_SPMD
-from flake8_xla.flow import FlowFacts, Place, argument, within
+from flake8_xla.analysis.fsdp import EXAMPLE_XR, LAUNCH, SPAWN, USE_SPMD
+from flake8_xla.analysis.flow import FlowFacts, Place, argument, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 INIT_GROUP = frozenset({"torch.distributed.init_process_group",
                         "torch.distributed.distributed_c10d.init_process_group"})

@@ -2,13 +2,13 @@
 import ast
 from typing import Dict, Iterator, List, Optional
 
-from flake8_xla.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.fsdp import EXAMPLE_SPMD as SPMD
-from flake8_xla.fsdp import CONSOLIDATE
-from flake8_xla.flow import FSDP_V2, FlowFacts, Wrap, dotted
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.analysis.fsdp import CONSOLIDATE
+from flake8_xla.analysis.flow import FSDP_V2, FlowFacts, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint")

@@ -2,10 +2,10 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.loops import SYNCS, TRAINING_LOOP
+from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.loops import StepRegions
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.loops import StepRegions
 
 # calls that block the host until the device is done (or sync several times) on every call
 BLOCKING = {

@@ -3,13 +3,13 @@ import ast
 from typing import Iterator, Optional, Tuple
 
 from flake8_xla.graph import WHERE, spelled
-from flake8_xla.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP
+from flake8_xla.analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
-from flake8_xla.flow import FlowFacts
-from flake8_xla.tensors import TensorFacts
-from flake8_xla.loops import StepRegions
-from flake8_xla.syntax import NodeIndex
+from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
+from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.syntax import NodeIndex
 
 # tensor methods that copy to the host; flagged unless the receiver is known not to be a device tensor
 READS = frozenset({"item", "tolist", "numpy", "cpu"})

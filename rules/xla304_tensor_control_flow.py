@@ -3,12 +3,12 @@ import ast
 from typing import Iterator, Optional
 
 from flake8_xla.graph import WHERE, spelled
-from flake8_xla.loops import on_xla
+from flake8_xla.analysis.loops import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.tensors import DEVICE
-from flake8_xla.tensors import TensorFacts
-from flake8_xla.loops import StepRegions
-from flake8_xla.syntax import NodeIndex
+from flake8_xla.analysis.tensors import DEVICE
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.syntax import NodeIndex
 
 STEP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
         "device = torch_xla.device()\nmodel = torch.nn.Linear(8, 1).to(device)\n"

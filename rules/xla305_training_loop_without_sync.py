@@ -2,16 +2,16 @@
 import ast
 from typing import Iterator, Set, Tuple
 
-from flake8_xla.syntax import walk
-from flake8_xla.flow import is_constant
-from flake8_xla.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
+from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.flow import is_constant
+from flake8_xla.analysis.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.tensors import HOST_TENSOR
+from flake8_xla.analysis.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.flow import FlowFacts
-from flake8_xla.tensors import TensorFacts
-from flake8_xla.syntax import NodeIndex
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.syntax import NodeIndex
 
 DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader",
                             "torch_xla.distributed.parallel_loader.ParallelLoader"})

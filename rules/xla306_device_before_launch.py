@@ -3,11 +3,11 @@ import ast
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-from flake8_xla.flow import FlowFacts, Place, argument, is_constant, is_main_guard
-from flake8_xla.fsdp import EXAMPLE_XM, LAUNCH, SPAWN
+from flake8_xla.analysis.flow import FlowFacts, Place, argument, is_constant, is_main_guard
+from flake8_xla.analysis.fsdp import EXAMPLE_XM, LAUNCH, SPAWN
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.analysis.semantic import SemanticModel
 
 # Calls that initialize the XLA runtime of the calling process.
 DEVICE_CALLS = frozenset({

@@ -3,12 +3,12 @@ import ast
 import re
 from typing import Dict, Iterator
 
-from flake8_xla.flow import argument
+from flake8_xla.analysis.flow import argument
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.tensors import TensorFacts
-from flake8_xla.loops import StepRegions
-from flake8_xla.syntax import NodeIndex
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.syntax import NodeIndex
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)

@@ -3,13 +3,13 @@ import ast
 from typing import Dict, Iterator, Optional, Set
 
 from flake8_xla.graph import spelled
-from flake8_xla.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
+from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.syntax import walk
-from flake8_xla.tensors import TENSORS
-from flake8_xla.flow import FlowFacts
-from flake8_xla.tensors import TensorFacts
-from flake8_xla.syntax import NodeIndex
+from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.tensors import TENSORS
+from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.syntax import NodeIndex
 
 FLOAT_CALLS = frozenset({"float", "get_last_lr", "get_lr", "random", "uniform", "gauss", "time", "perf_counter"})
 HEADER = ("import torch\nimport torch_xla\n\n\n@torch.compile(backend=\"openxla\")\ndef train_step(x, lr):\n"

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from flake8_xla.lifecycle import FIX_KINDS, FIX_SAFETY, KINDS, STATUSES, api_table
+from flake8_xla.lifecycle.table import FIX_KINDS, FIX_SAFETY, KINDS, STATUSES, api_table
 
 TABLE = api_table()
 ROWS = TABLE.rows

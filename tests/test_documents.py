@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from flake8_xla.documents import Block, DocumentError, is_document, read_document, rewrite
+from flake8_xla.documents.reading import Block, DocumentError, is_document, read_document, rewrite
 
 V3 = "nbformat 3 notebooks are not supported; upgrade with `jupyter nbconvert --to notebook --nbformat 4`"
 
@@ -188,9 +188,9 @@ def test_notebook_indented_cell_is_dedented_like_ipython():
 
 
 def test_notebook_indented_cell_diagnostics_keep_their_columns():
-    from flake8_xla.blocks import Program
+    from flake8_xla.documents.programs import Program
     from flake8_xla.engine import lint
-    from flake8_xla.lines import split_lines
+    from flake8_xla.fixing.lines import split_lines
     from flake8_xla.rules.xla102_deprecated_api import DeprecatedApi
 
     text = notebook(new_code_cell("  import torch_xla.core.xla_model as xm\n  xm.mark_step()"),

@@ -6,7 +6,7 @@ import ast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flake8_xla.documents import DocumentError, read_document, rewrite
+from flake8_xla.documents.reading import DocumentError, read_document, rewrite
 
 FRAGMENTS = [
     "```python", "```py", "```pycon", "~~~python", "```", "~~~", "````", "```text",

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flake8_xla.blocks import fix_document
-from flake8_xla.documents import read_document
+from flake8_xla.documents.programs import fix_document
+from flake8_xla.documents.reading import read_document
 from flake8_xla.engine import fix_source
 from flake8_xla.fixing import Edit, Fix, FixSite, apply_edits, choose, fix_to_fixpoint, removal_edits
-from flake8_xla.lines import LineModel, split_lines
+from flake8_xla.fixing.lines import LineModel, split_lines
 from flake8_xla.versions import Target, Version
 
 
@@ -408,7 +408,7 @@ def test_a_removal_that_empties_a_block_leaves_pass_with_the_line_s_ending() -> 
 
 
 def test_a_guide_s_separate_examples_are_not_related_by_line_but_a_notebook_s_cells_are() -> None:
-    from flake8_xla.blocks import lint_document
+    from flake8_xla.documents.programs import lint_document
 
     def codes(path: str, text: str):
         document = read_document(path, text)
@@ -435,7 +435,7 @@ def test_a_writefile_cell_is_a_program_of_its_own() -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from flake8_xla.blocks import programs
+    from flake8_xla.documents.programs import programs
 
     script = "import torch_xla.core.xla_model as xm\nn = xm.xrt_world_size()\n"
     text = nbformat.writes(new_notebook(cells=[

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from flake8_xla.engine import fix_source
 from flake8_xla.fixing.imports import ALIASES
-from flake8_xla.lifecycle import api_table
+from flake8_xla.lifecycle.table import api_table
 from flake8_xla.versions import Target, Version
 from test_property import PROGRAMS, SETTINGS, parse
 

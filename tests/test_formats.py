@@ -1,4 +1,4 @@
-"""Output formats: the renderers of flake8_xla.formats and the flake8 reporters xla-json / xla-sarif."""
+"""Output formats: the renderers of flake8_xla.output.formats and the flake8 reporters xla-json / xla-sarif."""
 import json
 import os
 import pathlib
@@ -12,7 +12,7 @@ from jsonschema import Draft7Validator
 
 from flake8_xla import __version__
 from flake8_xla.engine import all_rules
-from flake8_xla.formats import (RENDERERS, Finding, docs_url, render_github, render_json, render_sarif,
+from flake8_xla.output.formats import (RENDERERS, Finding, docs_url, render_github, render_json, render_sarif,
                                 render_text)
 from flake8_xla.rule import Diagnostic
 

@@ -43,3 +43,46 @@ def test_each_module_imports_first(module: str) -> None:
     """Imported first in a fresh interpreter, every module loads: a cycle fails for some order."""
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _layer(module: str) -> str:
+    """The folder (or top-level module) a flake8_xla module belongs to: its layer."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_imports():
+    """(importing layer, imported layer) for every module-level import between two layers."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(("flake8_xla",) + path.relative_to(PACKAGE).with_suffix("").parts).replace(".__init__", "")
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                targets = [".".join(base + ([node.module] if node.module else []))]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue  # imports under `if TYPE_CHECKING:` are annotations, not dependencies
+            for target in targets:
+                if target.startswith("flake8_xla.") and _layer(target) != _layer(module):
+                    yield _layer(module), _layer(target)
+
+
+def test_layers_form_no_cycle() -> None:
+    """analysis/, fixing/, lifecycle/, documents/, output/, cli/ and the top-level modules import
+    each other in one direction: repeatedly peel off a layer that imports no remaining one."""
+    edges = {}
+    for importer, imported in layer_imports():
+        edges.setdefault(importer, set()).add(imported)
+    remaining = set(edges) | {layer for targets in edges.values() for layer in targets}
+    while remaining:
+        leaves = {layer for layer in remaining if not (edges.get(layer, set()) & remaining)}
+        cycle = {k: sorted(v & remaining) for k, v in edges.items() if k in remaining}
+        assert leaves, f"import cycle among layers: {cycle}"
+        remaining -= leaves
+
+
+def test_facts_sit_below_the_rules_and_the_engine() -> None:
+    """The analysis layer reads syntax and the target only: no rule, table, fix or front-end."""
+    assert {imported for importer, imported in layer_imports() if importer == "analysis"} <= {"versions", "rule"}

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from flake8_xla.engine import lint, lint_source, lint_tree, might_match
-from flake8_xla.lifecycle import api_table
-from flake8_xla.semantic import SemanticModel
+from flake8_xla.lifecycle.table import api_table
+from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.versions import Target, Version
 
 # hypothesmith compiles what it generates; its SyntaxWarnings ("'int' object is not callable") are noise.

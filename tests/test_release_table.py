@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flake8_xla.lifecycle import api_table
+from flake8_xla.lifecycle.table import api_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "check_releases.py"

@@ -5,8 +5,8 @@ import textwrap
 import pytest
 
 from flake8_xla.engine import lint_source
-from flake8_xla.lifecycle import api_table
-from flake8_xla.semantic import COMPAT, SemanticModel
+from flake8_xla.lifecycle.table import api_table
+from flake8_xla.analysis.semantic import COMPAT, SemanticModel
 
 
 def codes(source: str, target: str = "2.9"):

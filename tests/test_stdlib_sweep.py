@@ -88,7 +88,7 @@ def position_problems(diagnostics, lines: Sequence[str], tree: ast.AST) -> List[
 
 
 def _xm_leaves() -> Tuple[str, ...]:
-    from flake8_xla.lifecycle import api_table
+    from flake8_xla.lifecycle.table import api_table
 
     prefix = "torch_xla.core.xla_model."
     table = api_table()

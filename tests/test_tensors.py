@@ -1,12 +1,12 @@
-"""The tensor layer (flake8_xla/tensors.py): what the last line's expression holds."""
+"""The tensor layer (flake8_xla/analysis/tensors.py): what the last line's expression holds."""
 import ast
 
 import pytest
 
-from flake8_xla.flow import FlowFacts
-from flake8_xla.semantic import SemanticModel
-from flake8_xla.syntax import NodeIndex
-from flake8_xla.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
 
 HEADER = ("import numpy as np\nimport torch\nimport torch.nn.functional as F\nimport torch_xla\n"
           "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"

@@ -35,7 +35,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tupl
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's flake8_xla
-from flake8_xla.lifecycle import ApiRow, build_table  # noqa: E402
+from flake8_xla.lifecycle.table import ApiRow, build_table  # noqa: E402
 from flake8_xla.versions import Version, parse_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 from flake8.defaults import NOQA_INLINE_REGEXP
 
-from ..lines import line_ending, split_lines
+from ..fixing.lines import line_ending, split_lines
 from ..noqa import filter_noqa
 from ..rule import Diagnostic
 

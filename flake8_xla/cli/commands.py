@@ -15,8 +15,8 @@ from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores)
 from ..engine import all_rules, rule_index
-from ..formats import RENDERERS, render_text
-from ..lifecycle import api_table
+from ..output.formats import RENDERERS, render_text
+from ..lifecycle.table import api_table
 from ..selection import CodeSelector
 from ..versions import forget_project_files
 from .discovery import FileFinder

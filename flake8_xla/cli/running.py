@@ -10,14 +10,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from ..blocks import fix_document, lint_document
+from ..documents.programs import fix_document, lint_document
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
-from ..documents import DocumentError, is_document, read_document
+from ..documents.reading import DocumentError, is_document, read_document
 from ..engine import TOO_DEEP, all_rules, concerns_xla, fix_source, lint_fixable, too_deep_message
-from ..formats import Finding
-from ..lifecycle import api_table
-from ..lines import split_lines
+from ..output.formats import Finding
+from ..lifecycle.table import api_table
+from ..fixing.lines import split_lines
 from ..noqa import file_is_exempt, filter_noqa
 from ..rule import Diagnostic
 from ..selection import CodeSelector, path_matches

@@ -8,8 +8,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..engine import rule_index
-from ..formats import Finding
-from ..lifecycle import api_table
+from ..output.formats import Finding
+from ..lifecycle.table import api_table
 from ..versions import infer_target
 from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
 from .output import display_name

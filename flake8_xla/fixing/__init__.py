@@ -1,5 +1,5 @@
 """The fix layer every fix uses: range edits, import placement that keeps guards and scopes, and
-the fixpoint loop. Positions follow :mod:`flake8_xla.lines`."""
+the fixpoint loop. Positions follow :mod:`flake8_xla.fixing.lines`."""
 from .edits import Edit, Fix, apply_edits, choose, removal_edits
 from .fixpoint import FixBuilder, FixOutcome, FixSite, MAX_PASSES, fix_to_fixpoint, remove_newly_unused
 from .imports import Importer, PlannedImport

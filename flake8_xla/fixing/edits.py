@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
-from ..lines import LineModel, line_ending
+from .lines import LineModel, line_ending
 
 
 @dataclass(frozen=True)

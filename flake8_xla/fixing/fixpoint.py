@@ -12,11 +12,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from .. import syntax
-from ..lines import LineModel
+from ..analysis import syntax
+from .lines import LineModel
 from .edits import Fix, apply_edits, choose, has_comment, removal_edits
 from .imports import Importer
-from ..semantic import SemanticModel
+from ..analysis.semantic import SemanticModel
 
 MAX_PASSES = 10
 

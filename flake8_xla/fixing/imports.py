@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..lines import LineModel, line_ending
-from ..semantic import Reference, Scope
+from .lines import LineModel, line_ending
+from ..analysis.semantic import Reference, Scope
 from .edits import Edit, alone_on_its_lines
 
 # conventional aliases for modules a fix imports (used only when the name appears nowhere in the file)

@@ -10,7 +10,7 @@ import pytest
 import torch_xla
 
 import xla_compat
-from flake8_xla.lifecycle import api_table
+from flake8_xla.lifecycle.table import api_table
 from flake8_xla.versions import parse_version
 
 TABLE = api_table()

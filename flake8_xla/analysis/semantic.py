@@ -13,7 +13,7 @@ import re
 from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .syntax import CHILD_FIELDS, child_fields, walk
-from .versions import Version
+from ..versions import Version
 
 # Guard bits carried down the walk.
 COMPAT = 1  # try/except ImportError|AttributeError, hasattr branch, version branch

@@ -16,8 +16,8 @@ from flake8.statistics import Statistics
 from flake8.violation import Violation
 
 from .formats import Finding, render_json, render_sarif
-from .plugin import SAFE_FIX_MARK
-from .rule import Diagnostic
+from ..plugin import SAFE_FIX_MARK
+from ..rule import Diagnostic
 
 
 def _split_fix_mark(code: str, text: str) -> Tuple[str, bool]:
@@ -98,13 +98,13 @@ class _DocumentFormatter(BaseFormatter):
 
 
 class JsonFormatter(_DocumentFormatter):
-    """``--format=xla-json``: a JSON array of findings (see :func:`flake8_xla.formats.render_json`)."""
+    """``--format=xla-json``: a JSON array of findings (see :func:`flake8_xla.output.formats.render_json`)."""
 
     render = staticmethod(render_json)
 
 
 class SarifFormatter(_DocumentFormatter):
-    """``--format=xla-sarif``: a SARIF 2.1.0 log (see :func:`flake8_xla.formats.render_sarif`)."""
+    """``--format=xla-sarif``: a SARIF 2.1.0 log (see :func:`flake8_xla.output.formats.render_sarif`)."""
 
     render = staticmethod(render_sarif)
 

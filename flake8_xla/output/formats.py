@@ -1,7 +1,7 @@
 """Output formats of the standalone CLI: text, json, sarif, github.
 
 Every format renders the same :class:`Finding` records; the flake8 report formatters
-(:mod:`flake8_xla.flake8_formats`) build Findings from flake8's errors and reuse these renderers.
+(:mod:`flake8_xla.output.flake8_formats`) build Findings from flake8's errors and reuse these renderers.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence
 
-from . import __version__
-from .engine import all_rules
-from .rule import Diagnostic
+from .. import __version__
+from ..engine import all_rules
+from ..rule import Diagnostic
 
 HOME_URL = "https://github.com/flake8-xla/flake8-xla"
 DOCS_URL = HOME_URL + "/blob/main/docs/rules/{code}.md"

@@ -4,7 +4,7 @@ What the rules must agree on, kept in one place: the qualified names of torch_xl
 consolidation, launch and SPMD APIs; the checkpoint facts of a file (which saves write an FSDPv1
 model's sharded state, and whether a path holds the rank); whether code belongs to the file's own
 program; and the import headers that the rules' examples share. Control flow (positions, run
-order, bindings, where a node sits) is flake8_xla/flow.py's.
+order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator, List, Optional
 
 from .flow import FlowFacts, Position, Wrap, argument, dotted, is_main_guard
-from .rule import FileContext
+from ..rule import FileContext
 from .semantic import SemanticModel
 
 # -- qualified names -------------------------------------------------------------------------------

@@ -11,11 +11,11 @@ import ast
 import re
 from typing import List, Optional, Tuple
 
-from .fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
-from . import syntax
-from .lines import LineModel
-from .lifecycle import ApiRow, LifecycleUse, api_table
-from .versions import Version
+from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from ..analysis import syntax
+from ..fixing.lines import LineModel
+from .table import ApiRow, LifecycleUse, api_table
+from ..versions import Version
 
 
 def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:

@@ -1,7 +1,7 @@
 """Match a file's resolved references against the API lifecycle table.
 
 Produces :class:`LifecycleUse` records; the XLA1xx rules pick theirs by row kind and state and
-word the message. Compat code (see :mod:`flake8_xla.semantic`) never produces a use.
+word the message. Compat code (see :mod:`flake8_xla.analysis.semantic`) never produces a use.
 """
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import ast
 import functools
 from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 
-from .lifecycle import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
-from .lifecycle_fix import build_fix
-from .rule import Diagnostic, FileContext, Rule
-from .semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
-from .versions import Version
+from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
+from .fixes import build_fix
+from ..rule import Diagnostic, FileContext, Rule
+from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
+from ..versions import Version
 
 
 _ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}

@@ -5,7 +5,7 @@ shape), or a module. Part of the shared semantic layer; rules ask :meth:`TensorF
 Kinds come from what produced a value: torch factories and ops, module calls, losses, device
 loaders, ``.to(device)``, ``.cpu()``, ``.item()``, Python literals and builtins. A name takes the
 kind of its last assignment before the use in the same scope (assignments ordered by where they
-end, scopes from :mod:`flake8_xla.syntax`), or, for a use before any assignment (a loop body reading last
+end, scopes from :mod:`flake8_xla.analysis.syntax`), or, for a use before any assignment (a loop body reading last
 iteration's value), the common kind of all of them. Anything else is unknown (None): the rules
 that need a tensor stay silent on unknowns, the ones that need a host value to rule a report
 out flag them.

@@ -2,7 +2,7 @@
 program, with every diagnostic put back where its line sits in the document.
 
 A tutorial builds up: the import in its first block applies to the calls in later ones. So the
-blocks (each of which parsed on its own, see :mod:`flake8_xla.documents`) are joined, in order,
+blocks (each of which parsed on its own, see :mod:`flake8_xla.documents.reading`) are joined, in order,
 into one program, separated by marker comments; names resolve across them, and a diagnostic's
 program line tells its block and the block's line. A fix runs on the program too, which is then
 cut at the markers back into blocks, and only the blocks it changed are written back.
@@ -15,11 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .documents import Block, Document, DocumentError, rewrite
-from .engine import concerns_xla, fix_source, lint_fixable
-from .lines import split_lines
-from .rule import Diagnostic
-from .versions import Target
+from .reading import Block, Document, DocumentError, rewrite
+from ..engine import concerns_xla, fix_source, lint_fixable
+from ..fixing.lines import split_lines
+from ..rule import Diagnostic
+from ..versions import Target
 
 _BOUNDARY = "# flake8-xla: block {}\n"
 # a document whose blocks are alternatives, not steps of one program (rule pages: Example / Use

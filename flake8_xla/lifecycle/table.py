@@ -14,8 +14,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import flake8_xla.rules as rule_units  # the package only, where the table file lives
 
-from .semantic import Reference
-from .versions import Version, parse_version
+from ..analysis.semantic import Reference
+from ..versions import Version, parse_version
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
 STATUSES = ("removed", "deprecated", "planned")
@@ -26,7 +26,7 @@ FIX_SAFETY = ("safe", "unsafe", "none")
 
 @dataclass(frozen=True)
 class Fix:
-    """How `flake8-xla fix` rewrites a use (see flake8_xla/lifecycle_fix.py)."""
+    """How `flake8-xla fix` rewrites a use (see flake8_xla/lifecycle/fixes.py)."""
 
     kind: str
     safety: str

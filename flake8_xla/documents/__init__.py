@@ -1,0 +1,2 @@
+"""Notebooks, Markdown and reStructuredText: their Python blocks read as one program
+(``reading``), linted and fixed in place (``programs``)."""

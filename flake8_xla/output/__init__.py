@@ -1,0 +1,1 @@
+"""Report formats: the CLI's (``formats``) and flake8's ``--format`` plugins (``flake8_formats``)."""
