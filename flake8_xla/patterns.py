@@ -22,7 +22,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
 
-from .lifecycle.table import load_yaml
 from .rule import Diagnostic, Example, FileContext, Rule
 from .analysis.semantic import SemanticModel
 from .analysis.tensors import TensorFacts
@@ -50,7 +49,7 @@ def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
 
 def load_pattern_rule(path: pathlib.Path) -> type:
     """A Rule class built from one YAML file."""
-    data = load_yaml(path.read_text(encoding="utf-8"))
+    data = rule_units.read_data(str(path))
     meta = data["metadata"]
     spec = PatternSpec(
         str(path), data["rule"], data["message"],

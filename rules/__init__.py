@@ -6,9 +6,12 @@ The naming is mechanical, so ``rule_index()`` knows every code, name and whether
 (the XLA9xx family) from the file names alone: a run whose files all fail the pre-filter or hit the
 result cache never imports a rule. RULES is built on first use."""
 import importlib
+import marshal
 import os
 import pkgutil
 import re
+import sys
+import zlib
 from typing import Tuple
 
 _UNIT = re.compile(r"(xla(\d{3}))_(\w+)")
@@ -25,6 +28,50 @@ def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
             code = f"XLA{match.group(2)}"
             found.append((code, match.group(3).replace("_", "-"), code.startswith(_OPT_IN_FAMILY)))
     return tuple(sorted(found))
+
+
+def read_data(path: str) -> object:
+    """A YAML rule data file as Python data. A marshal copy kept in ``__pycache__`` beside it, named
+    by the text's size and CRC, spares the YAML parser (and importing it) on later runs, the way
+    .pyc files spare the compiler; where it cannot be written, every run parses the YAML."""
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    folder, name = os.path.split(path)
+    stem = f"{name}.{sys.implementation.cache_tag}."
+    copy = os.path.join(folder, "__pycache__", f"{stem}{len(raw):x}-{zlib.crc32(raw):08x}.marshal")
+    try:
+        with open(copy, "rb") as handle:
+            return marshal.load(handle)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass  # none yet, or unreadable: parse the YAML
+    data = _parse_yaml(raw.decode("utf-8"))
+    _keep_copy(copy, stem, data)
+    return data
+
+
+def _parse_yaml(text: str) -> object:
+    import yaml  # only when no marshal copy can be used
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 10x faster
+
+
+def _keep_copy(copy: str, stem: str, data: object) -> None:
+    folder = os.path.dirname(copy)
+    temporary = f"{copy}.{os.getpid()}.tmp"
+    try:
+        encoded = marshal.dumps(data)
+        os.makedirs(folder, exist_ok=True)
+        with open(temporary, "wb") as handle:
+            handle.write(encoded)
+        os.replace(temporary, copy)  # atomic: a concurrent reader sees the old file or the whole new one
+        for other in os.listdir(folder):  # copies of earlier versions of the file
+            if other.startswith(stem) and other.endswith(".marshal") and other != os.path.basename(copy):
+                os.remove(os.path.join(folder, other))
+    except (OSError, ValueError):  # read-only install, odd YAML types: parse every time
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
 
 
 def _discover() -> tuple:

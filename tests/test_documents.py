@@ -7,7 +7,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from flake8_xla.documents.reading import Block, DocumentError, is_document, read_document, rewrite
+from flake8_xla.documents import is_document
+from flake8_xla.documents.reading import Block, DocumentError, read_document, rewrite
 
 V3 = "nbformat 3 notebooks are not supported; upgrade with `jupyter nbconvert --to notebook --nbformat 4`"
 

@@ -12,6 +12,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "flake8_xla"
 LATE_FOR_SPEED = {
     ("engine.py", "flake8_xla.rules"): "rule modules load on the first file that needs linting",
     ("cli/commands.py", "..docs"): "only `explain` renders a rule page",
+    ("cli/running.py", "..documents.programs"): "only notebooks, Markdown and rst files need the documents layer",
+    ("cli/running.py", "..documents.reading"): "only notebooks, Markdown and rst files need the documents layer",
 }
 
 

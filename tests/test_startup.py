@@ -32,3 +32,14 @@ def test_a_cache_hit_imports_no_rule(tmp_path) -> None:
     first = run_probe(tmp_path, "check", "--isolated", "--xla-target-version", "2.9", "a.py")
     assert first.endswith(" 1") and first != "[] 1"  # linted: the rules were loaded
     assert run_probe(tmp_path, "check", "--isolated", "--xla-target-version", "2.9", "a.py") == "[] 1"
+
+
+def test_python_files_never_load_the_documents_layer_or_the_yaml_parser(tmp_path) -> None:
+    """Notebooks and Markdown need flake8_xla.documents; rule data comes from its marshal copy after
+    the first run, so the second run of a torch_xla file imports no YAML parser."""
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    probe = PROBE.replace("{heavy!r}", repr(("flake8_xla.documents.reading", "flake8_xla.documents.programs", "yaml")))
+    argv = ["check", "--no-cache", "--isolated", "--xla-target-version", "2.9", "a.py"]
+    subprocess.run([sys.executable, "-c", probe, *argv], cwd=tmp_path, capture_output=True, check=False)
+    result = subprocess.run([sys.executable, "-c", probe, *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert result.stdout.splitlines()[-1] == "[] 1"

@@ -10,10 +10,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from ..documents.programs import fix_document, lint_document
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
-from ..documents.reading import DocumentError, is_document, read_document
+from ..documents import is_document
 from ..engine import TOO_DEEP, all_rules, concerns_xla, fix_source, lint_fixable, too_deep_message
 from ..output.formats import Finding
 from ..lifecycle.table import api_table
@@ -241,6 +240,9 @@ def _add_noqa(job: Job, path: str, name: str, display: str, source: Source, text
 def _run_document(job: Job, path: str, name: str, display: str, source: Source, assume_xla: bool,
                   result: FileResult) -> FileResult:
     """Lint (and fix) the Python blocks of a document as one program; no result cache."""
+    from ..documents.programs import fix_document, lint_document
+    from ..documents.reading import DocumentError, read_document
+
     text = source.text
     try:
         document = read_document(name, text)

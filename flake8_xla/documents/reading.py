@@ -23,13 +23,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Tuple, Union
 
+from . import SUFFIXES
+
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "pycon", "ipython", "ipython3"})
 _IPYTHON_LANGUAGES = frozenset({"ipython", "ipython3"})
 # cell magics whose body is Python (the magic only times or captures it)
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 # Sphinx directives whose content is Python whatever their argument (a group name, not a language)
 _TEST_DIRECTIVES = frozenset({"testcode", "testsetup", "testcleanup"})
-_SUFFIXES = {".ipynb": "notebook", ".md": "markdown", ".markdown": "markdown", ".rst": "rst"}
 _NBFORMAT_3 = "nbformat {} notebooks are not supported; upgrade with `jupyter nbconvert --to notebook --nbformat 4`"
 
 _MARKER = "  # flake8-xla: ipython {}"
@@ -102,10 +103,6 @@ class _Layout:
     elements: Optional[List[Tuple[int, int]]] = None  # ... and each of its strings when it is a list
 
 
-def is_document(path: str) -> bool:
-    return os.path.splitext(path)[1].lower() in _SUFFIXES
-
-
 def read_document(path: str, text: str) -> Document:
     """The Python blocks of a notebook, Markdown or reStructuredText file (chosen by suffix).
 
@@ -140,7 +137,7 @@ def rewrite(document: Document, text: str, new_sources: Dict[int, str]) -> str:
 
 
 def _read(path: str, text: str) -> Tuple[Document, List[_Layout]]:
-    kind = _SUFFIXES.get(os.path.splitext(path)[1].lower())
+    kind = SUFFIXES.get(os.path.splitext(path)[1].lower())
     if kind is None:
         raise DocumentError(f"{path} is not a notebook, Markdown or reStructuredText file")
     reader = _Reader(Document(path, kind, [], []))

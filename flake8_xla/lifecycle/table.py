@@ -222,20 +222,10 @@ def build_table(data: dict) -> ApiTable:
     )
 
 
-def load_yaml(text: str) -> dict:
-    """YAML through libyaml when PyYAML has it (ten times faster than the pure-Python loader)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)
-
-
 @functools.lru_cache(maxsize=None)
 def api_table() -> ApiTable:
     """The shipped table, parsed once per process."""
-    with open(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml"), encoding="utf-8") as handle:
-        text = handle.read()
-    return build_table(load_yaml(text))
+    return build_table(rule_units.read_data(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml")))
 
 
 def literal(node: ast.AST) -> object:
