@@ -222,13 +222,14 @@ def test_crlf_markdown_keeps_its_line_endings(tmp_path: pathlib.Path) -> None:
 
 def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, monkeypatch) -> None:
     from flake8_xla import cli
+    from flake8_xla.documents import reading
 
     def boom(path: str, text: str):
         raise RuntimeError("boom")
 
     (tmp_path / "guide.md").write_text("```python\nimport torch_xla\n```\n", encoding="utf-8")
     (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n", encoding="utf-8")
-    monkeypatch.setattr(cli.running, "read_document", boom)
+    monkeypatch.setattr(reading, "read_document", boom)
     monkeypatch.chdir(tmp_path)
     job = cli.Job(cli.Settings(base_dir=str(tmp_path)), cli.build_selector(cli.Settings(base_dir=str(tmp_path))))
     results = {r.path: r for r in cli.run_files(job, ["guide.md", "a.py"], 1)}
