@@ -18,7 +18,7 @@ import functools
 import pathlib
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
 
@@ -95,14 +95,14 @@ class PatternRun:
     def __init__(self, ctx: FileContext, rules: Sequence[PatternRule]) -> None:
         self.by_code: Dict[str, List[Diagnostic]] = {}
         source = "".join(ctx.lines)
-        used = {r.qualname for r in ctx.get(SemanticModel).references if not r.is_import}
+        candidates = _Candidates(ctx, source)
         active = []
         for rule in rules:
             spec = rule.spec
             if spec.prefilter is not None and not spec.prefilter.search(source):
                 continue
             # an alternative that cannot match here stays out of the walk (and no walk, no parse)
-            alternatives = tuple(a for a in _alternatives(spec) if _may_match(spec, a, used, source, ctx))
+            alternatives = tuple(a for a in _alternatives(spec) if candidates.may_match(spec, a))
             if alternatives:
                 active.append((rule, alternatives))
         if not active:
@@ -211,7 +211,7 @@ def _first_accepted(spec: PatternSpec, alternatives, node, span: Tuple[int, int]
     captures, but each alternative has its own metavariables to resolve. Alternatives whose
     pattern is of another node kind (a call pattern on a subscript) are not tried."""
     kind = node.kind()
-    for alternative, alternative_kind, _, _ in alternatives:
+    for alternative, alternative_kind, _, _, _ in alternatives:
         if alternative_kind is not None and alternative_kind != kind:
             continue
         if not node.matches(**alternative):
@@ -225,19 +225,30 @@ def _first_accepted(spec: PatternSpec, alternatives, node, span: Tuple[int, int]
     return None
 
 
-# per alternative: the rule, the node kind it matches, what its pattern needs in the source, and
-# its metavariables
-Alternative = Tuple[dict, Optional[str], Tuple["re.Pattern[str]", ...], frozenset]
+class Shape(NamedTuple):
+    """What a call pattern says about the calls it can match, read from its text."""
+
+    callee: Optional[str]  # ``F`` in ``$F($INPUT)``
+    receiver: Optional[str]  # ``X`` in ``$X.nonzero()``
+    method: Optional[str]  # ``nonzero`` there
+    arguments: int  # arguments it spells out (``$$$ARGS`` not counted)
+    more: bool  # whether a ``$$$ARGS`` lets a call have more
+
+
+# per alternative: the rule, the node kind it matches, what its pattern needs in the source, its
+# metavariables, and the shape of the calls it matches (None: not a call pattern)
+Alternative = Tuple[dict, Optional[str], Tuple["re.Pattern[str]", ...], frozenset, Optional[Shape]]
 _ALTERNATIVES: Dict[str, Tuple[Alternative, ...]] = {}
 
 
 def _alternatives(spec: PatternSpec) -> Tuple[Alternative, ...]:
-    """Each alternative of a rule with what :func:`_may_match` needs (worked out once per rule)."""
+    """Each alternative of a rule with what :meth:`_Candidates.may_match` needs (worked out once per rule)."""
     found = _ALTERNATIVES.get(spec.path)
     if found is None:
         found = _ALTERNATIVES[spec.path] = tuple(
             (alternative, _pattern_kind(alternative), _pattern_words(alternative),
-             frozenset(re.findall(r"\$\$?\$?([A-Z_][A-Z0-9_]*)", repr(alternative))))
+             frozenset(re.findall(r"\$\$?\$?([A-Z_][A-Z0-9_]*)", repr(alternative))),
+             _call_shape(alternative))
             for alternative in spec.rule.get("any", [spec.rule]))
     return found
 
@@ -263,17 +274,80 @@ def _pattern_words(alternative: dict) -> Tuple["re.Pattern[str]", ...]:
     return tuple(out)
 
 
-def _may_match(spec: PatternSpec, alternative: Alternative, used: set, source: str,
-               ctx: FileContext) -> bool:
-    """False when the alternative surely finds nothing in this file: a metavariable must resolve
-    to names the file never uses, a word of its pattern (``nonzero`` in ``$X.nonzero()``) is not
-    in the text, or it needs a boolean mask and no subscript could take one."""
-    _, _, words, names = alternative
-    if not all(allowed & used for name, allowed in spec.resolve if name in names):
-        return False
-    if not all(word.search(source) for word in words):
-        return False
-    return not any(name in names for name in spec.mask) or ctx.get(TensorFacts).may_have_masks
+def _call_shape(alternative: dict) -> Optional[Shape]:
+    """The shape of a call pattern, from its text made Python (``$$$A`` -> ``*A``, ``$A`` -> ``A``)."""
+    text = _pattern_text(alternative)
+    if text is None:
+        return None
+    try:
+        call = ast.parse(re.sub(r"\$([A-Z_][A-Z0-9_]*)", r"\1", re.sub(r"\$\$\$", "*", text)), mode="eval").body
+    except SyntaxError:
+        return None
+    if type(call) is not ast.Call:
+        return None
+    func = call.func
+    callee = func.id if type(func) is ast.Name else None
+    method = func.attr if type(func) is ast.Attribute else None
+    receiver = func.value.id if method and type(func.value) is ast.Name else None
+    fixed = [a for a in call.args if type(a) is not ast.Starred] + list(call.keywords)
+    return Shape(callee, receiver, method, len(fixed), len(fixed) < len(call.args) + len(call.keywords))
+
+
+class _Candidates:
+    """Whether an alternative can match anything in one file, judged without parsing it for
+    ast-grep: from its text, the names it uses, and the questions a match would be asked anyway
+    (is this receiver a device tensor, this index a boolean mask)."""
+
+    def __init__(self, ctx: FileContext, source: str) -> None:
+        self.ctx = ctx
+        self.source = source
+        self._calls: Optional[Dict[str, List[ast.Call]]] = None
+
+    @functools.cached_property
+    def used(self) -> set:
+        return {r.qualname for r in self.ctx.get(SemanticModel).references if not r.is_import}
+
+    def calls_of(self, qualname: str) -> List[ast.Call]:
+        if self._calls is None:
+            self._calls = {}
+            for ref in self.ctx.get(SemanticModel).references:
+                call = None if ref.is_import else ref.call
+                if call is not None:
+                    self._calls.setdefault(ref.qualname, []).append(call)
+        return self._calls.get(qualname, [])
+
+    @functools.cached_property
+    def has_mask_index(self) -> bool:
+        tensors = self.ctx.get(TensorFacts)
+        return tensors.may_have_masks and any(tensors.is_mask(node.slice)
+                                              for node in self.ctx.get(NodeIndex).of(ast.Subscript))
+
+    def has_device_method_call(self, method: str) -> bool:
+        tensors = self.ctx.get(TensorFacts)
+        return any(type(call.func) is ast.Attribute and call.func.attr == method and tensors.is_device(call.func.value)
+                   for call in self.ctx.get(NodeIndex).of(ast.Call))
+
+    def may_match(self, spec: PatternSpec, alternative: Alternative) -> bool:
+        """False when the alternative surely finds nothing here: a metavariable must resolve to names
+        the file never uses (or never calls with as many arguments), a word of its pattern
+        (``nonzero`` in ``$X.nonzero()``) is not in the text, it needs a boolean mask and no
+        subscript indexes with one, or a method called on a device tensor and none is."""
+        _, _, words, names, shape = alternative
+        if not all(allowed & self.used for name, allowed in spec.resolve if name in names):
+            return False
+        if not all(word.search(self.source) for word in words):
+            return False
+        if any(name in names for name in spec.mask) and not self.has_mask_index:
+            return False
+        if shape is None:
+            return True
+        if shape.receiver in spec.tensor and not self.has_device_method_call(shape.method):
+            return False
+        allowed = dict(spec.resolve).get(shape.callee) if shape.callee else None
+        if allowed is not None:
+            counts = (len(c.args) + len(c.keywords) for name in allowed for c in self.calls_of(name))
+            return any(n == shape.arguments or (shape.more and n >= shape.arguments) for n in counts)
+        return True
 
 
 def _pattern_kind(alternative: dict) -> Optional[str]:

@@ -518,3 +518,36 @@ def test_dataloader_rule_leaves_evaluation_endless_and_cuda_only_loaders_alone()
     )
     found = [(d.line, d.col + 1, d.code) for d in lint_source(source) if d.code == "XLA901"]
     assert found == [(line(source, "train_loader ="), 16, "XLA901"), (line(source, "tune_loader ="), 15, "XLA901")]
+
+
+SHAPES = """\
+import torch
+import torch_xla
+
+x = torch.randn(8, device=torch_xla.device())
+y = torch.where(x > 0, x, torch.zeros_like(x))  # three arguments: not the nonzero form
+z = torch.norm(x, p=2, dim=0)  # not p=0 alone
+idx = [1, 2]
+w = x[idx][0]  # a list index is no boolean mask
+v = [3, 1].index(1)
+"""
+
+
+def test_files_whose_calls_cannot_match_a_pattern_are_never_parsed_for_it(monkeypatch) -> None:
+    """The ast-grep parse is skipped when no call has the pattern's shape, no index is a mask and no
+    method is called on a device tensor; the same file with one matching call is parsed and reported."""
+    import ast_grep_py
+
+    real = ast_grep_py.SgRoot
+    parsed = []
+
+    def counting(source, language):
+        parsed.append(source)  # also the rule's own patterns, read once per process
+        return real(source, language)
+
+    monkeypatch.setattr(ast_grep_py, "SgRoot", counting)
+    assert [d.code for d in lint_source(SHAPES)] == []
+    assert SHAPES not in parsed
+    found = lint_source(SHAPES + "nz = torch.where(x > 0)\n")
+    assert [(d.line, d.col, d.code) for d in found] == [(10, 5, "XLA301")]
+    assert parsed[-1] == SHAPES + "nz = torch.where(x > 0)\n"
