@@ -13,7 +13,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import is_document
-from ..engine import TOO_DEEP, all_rules, concerns_xla, fix_source, lint_fixable, too_deep_message
+from ..engine import TOO_DEEP, all_rules, collector_paused, concerns_xla, fix_source, lint_fixable, too_deep_message
 from ..output.formats import Finding
 from ..lifecycle.table import api_table
 from ..fixing.lines import split_lines
@@ -106,7 +106,8 @@ def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileRe
     """One file's findings (and fixes). A bug of ours in one file is reported there as XLA000, as
     the flake8 plugin does, instead of ending the whole run."""
     try:
-        return _run_file(job, path, stdin_bytes)
+        with collector_paused():  # parsing and analysing one file: reference counting frees it
+            return _run_file(job, path, stdin_bytes)
     except TOO_DEEP as exc:  # nesting past what Python's parser or our walks can recurse into
         display = display_name(path, job.stdin_filename)
         return FileResult(display, [_file_error(display, "E999", too_deep_message(exc))])
