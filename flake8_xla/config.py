@@ -11,7 +11,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, FrozenSet, Optional, Tuple, Union
 
 from .lifecycle.table import api_table
 from .versions import EXPLICIT, Version, check_target
@@ -37,6 +37,7 @@ class Settings:
     target_version: Optional[str] = None
     target_origin: Optional[str] = None  # where target_version was set: "<file> [<section>] <key>" or the option
     assume_torch_xla: AssumeXla = False  # lint files that never mention torch_xla too (all, or these globs)
+    sync_functions: FrozenSet[str] = frozenset()  # the project's own graph syncs, e.g. mylib.sync
     output_format: str = "text"
     source: Optional[str] = None  # the file these settings came from
     base_dir: str = field(default=".")  # per-file-ignores and excludes are relative to it
@@ -46,10 +47,12 @@ FORMATS = ("text", "json", "sarif", "github")
 _KEYS = {
     "select", "extend-select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "extend-exclude",
     "target-version", "xla-target-version", "output-format", "assume-torch-xla", "xla-assume-torch-xla",
+    "sync-functions", "xla-sync-functions",
 }
 # what a [flake8] section may hold that the CLI takes over (codes are filtered to XLA ones)
 _FLAKE8_KEYS = {"xla-target-version", "select", "extend-select", "ignore", "extend-ignore",
-                "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla", "enable-extensions"}
+                "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla", "enable-extensions",
+                "xla-sync-functions"}
 # the words configparser (and so flake8, for a store_true option) reads as booleans
 _BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
@@ -198,12 +201,27 @@ def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla
         if key in values:
             # in [flake8] (xla_codes_only) the value is flake8's boolean option: no glob patterns there
             kwargs["assume_torch_xla"] = _parse_assume_xla(values[key], where, key, booleans_only=xla_codes_only)
+    for key in ("sync-functions", "xla-sync-functions"):
+        if key in values:
+            kwargs["sync_functions"] = parse_sync_functions(values[key], f"{where}: {names[key]}")
     fmt = values.get("output-format")
     if fmt is not None:
         if not isinstance(fmt, str) or fmt not in FORMATS:
             raise ConfigError(f"{where}: output-format must be one of {', '.join(FORMATS)}, not {fmt!r}")
         kwargs["output_format"] = str(fmt)
     return Settings(**kwargs)  # type: ignore[arg-type]
+
+
+def parse_sync_functions(value, where: str) -> FrozenSet[str]:
+    """Qualified names of the project's functions that sync the graph (``mylib.sync``): a TOML list
+    or a comma/space separated string. A name that is not a dotted identifier is a ConfigError."""
+    if not _is_text_list(value):
+        raise ConfigError(f"{where} must be a string or a list of strings, not {value!r}")
+    names = _split_list(value)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", name):
+            raise ConfigError(f"{where}: {name!r} is not a qualified function name (e.g. mylib.sync)")
+    return frozenset(names)
 
 
 def _read_toml(path: str) -> Optional[Dict[str, object]]:
@@ -283,10 +301,13 @@ def merge(base: Settings, **overrides) -> Settings:
         changes["extend_exclude"] = base.extend_exclude + changes["extend_exclude"]
     if "per_file_ignores" in changes:
         changes["per_file_ignores"] = base.per_file_ignores + changes["per_file_ignores"]
+    if "sync_functions" in changes:
+        changes["sync_functions"] = base.sync_functions | changes["sync_functions"]
     if "target_version" in changes and "target_origin" not in changes:
         changes["target_origin"] = EXPLICIT  # the command line's value, not the file's
     return replace(base, **changes)
 
 
 __all__ = ["FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version", "discover",
-           "known_releases", "load_file", "merge", "parse_per_file_ignores", "settings_from_mapping"]
+           "known_releases", "load_file", "merge", "parse_per_file_ignores", "parse_sync_functions",
+           "settings_from_mapping"]

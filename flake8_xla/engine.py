@@ -6,7 +6,7 @@ import contextlib
 import functools
 import gc
 import re
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
 from .fixing.lines import split_lines
@@ -70,10 +70,11 @@ def concerns_xla(source: str, assume_xla: bool = False) -> bool:
 
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
          target: Optional[str] = None, rules: Optional[Sequence[Rule]] = None,
-         assume_xla: bool = False) -> List[Diagnostic]:
+         assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
     """Lint one file given as lines (as flake8 provides them) and, optionally, its parsed tree.
 
     ``assume_xla``: lint the file even when its text never mentions torch_xla (skip the pre-filter).
+    ``sync_functions``: the project's own functions that sync the graph (qualified names).
     Raises SyntaxError only when ``tree`` is None and the source does not parse.
     """
     if not concerns_xla("".join(lines), assume_xla):
@@ -82,12 +83,13 @@ def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "
         tree = ast.parse("".join(lines), filename)
     table = api_table()
     resolved = infer_target(filename, target, table.latest)
-    return lint_tree(lines, tree, filename, resolved, rules)
+    return lint_tree(lines, tree, filename, resolved, rules, sync_functions)
 
 
 def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
-              rules: Optional[Sequence[Rule]] = None) -> List[Diagnostic]:
-    ctx = FileContext(lines, tree, filename, target, api_table())
+              rules: Optional[Sequence[Rule]] = None,
+              sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
+    ctx = FileContext(lines, tree, filename, target, api_table(), sync_functions)
     out: List[Diagnostic] = []
     with collector_paused():
         for rule in all_rules() if rules is None else rules:
@@ -97,12 +99,13 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
 
 
 def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
-                 rules: Optional[Sequence[Rule]] = None,
-                 assume_xla: bool = False) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
+                 rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False,
+                 sync_functions: FrozenSet[str] = frozenset()
+                 ) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
     """Every diagnostic with its fix (None when it has none), sorted, and the site the fixes were
     built on (its importer knows which imports they need). Nothing for a file that fails the
     pre-filter, unless ``assume_xla``."""
-    ctx = FileContext(split_lines(source), tree, filename, target, api_table())
+    ctx = FileContext(split_lines(source), tree, filename, target, api_table(), sync_functions)
     site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
     if not concerns_xla(source, assume_xla):
@@ -116,7 +119,8 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
 
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
-               unsafe: bool = False, rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False) -> FixOutcome:
+               unsafe: bool = False, rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False,
+               sync_functions: FrozenSet[str] = frozenset()) -> FixOutcome:
     """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint.
 
     A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
@@ -126,7 +130,8 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
         return FixOutcome(source)
 
     def candidates(current: str, tree: ast.Module):
-        pairs, site = lint_fixable(current, tree, filename, target, rules, assume_xla=True)
+        pairs, site = lint_fixable(current, tree, filename, target, rules, assume_xla=True,
+                                   sync_functions=sync_functions)
         reported = set(filter_noqa(split_lines(current), [d for d, _ in pairs]))
         return site, [(d.code, fix) for d, fix in pairs
                       if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
@@ -135,9 +140,9 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
 
 
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
-                assume_xla: bool = False) -> List[Diagnostic]:
+                assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
-    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla)
+    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions)
 
 
 __all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_source", "lint", "lint_fixable", "lint_source",

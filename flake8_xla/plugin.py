@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import Iterator, List, Optional, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Tuple
 
 from . import __version__
 from .engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
 from .engine import too_deep_message as engine_too_deep_message
 from .lifecycle.table import api_table
-from .config import known_releases
+from .config import ConfigError, known_releases, parse_sync_functions
 from .versions import check_target, forget_project_files, infer_target
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
@@ -50,6 +50,7 @@ class XlaChecker:
 
     target_version: Optional[str] = None
     assume_xla: bool = False
+    sync_functions: FrozenSet[str] = frozenset()
     report_fixes: bool = False  # mark diagnostics that have a safe fix (see SAFE_FIX_MARK)
 
     def __init__(self, tree: ast.AST, lines: List[str], filename: str) -> None:
@@ -74,6 +75,13 @@ class XlaChecker:
             help="lint files that never mention torch_xla too, as torch_xla code (for model code in modules "
                  "that do not import torch_xla); in config: xla-assume-torch-xla = true",
         )
+        parser.add_option(
+            "--xla-sync-functions",
+            default="",
+            parse_from_config=True,
+            help="the project's own functions that sync the graph, as qualified names (comma-separated, "
+                 "e.g. mylib.sync): a training loop that calls one syncs; in config: xla-sync-functions = mylib.sync",
+        )
 
     @classmethod
     def parse_options(cls, options) -> None:
@@ -82,6 +90,11 @@ class XlaChecker:
             check_target(value, "--xla-target-version", known_releases())
         cls.target_version = value or None
         cls.assume_xla = bool(getattr(options, "xla_assume_torch_xla", False))
+        names = getattr(options, "xla_sync_functions", "") or ""
+        try:  # a usage error, raised like --xla-target-version's
+            cls.sync_functions = parse_sync_functions(names, "--xla-sync-functions") if names.strip() else frozenset()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         # parse_options runs before flake8 forks its workers (and again in each spawned worker)
         cls.report_fixes = getattr(options, "format", None) in FIX_REPORTING_FORMATS
         forget_project_files()  # called once per flake8 run, also when flake8 runs in-process
@@ -95,7 +108,8 @@ class XlaChecker:
         try:
             reported = self._fixable(source) if self.report_fixes else [
                 (d, False) for d in lint(self.lines, self.tree, self.filename, self.target_version,
-                                         _rules(self.off_by_default), assume_xla=True)]
+                                         _rules(self.off_by_default), assume_xla=True,
+                                         sync_functions=self.sync_functions)]
         except TOO_DEEP as exc:
             # flake8 parsed the file, but it nests deeper than our recursive walks (or ast.unparse)
             # go: a limit of the input, like flake8's own E999 for nesting past the parser's limit
@@ -113,7 +127,7 @@ class XlaChecker:
         """The diagnostics, each with whether it has a safe fix: what `flake8-xla check` calls fixable."""
         target = infer_target(self.filename, self.target_version, api_table().latest)
         pairs, _ = lint_fixable(source, self.tree, self.filename, target, _rules(self.off_by_default),
-                                assume_xla=True)
+                                assume_xla=True, sync_functions=self.sync_functions)
         return [(d, fix is not None and fix.safe) for d, fix in pairs]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Type,
-                    TypeVar)
+from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple,
+                    Type, TypeVar)
 
 from .versions import Target
 
@@ -44,12 +44,15 @@ class FileContext:
     type, so the facts, the rules and the engine import each other in one direction only."""
 
     def __init__(self, lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
-                 table: ApiTable) -> None:
+                 table: ApiTable, sync_functions: FrozenSet[str] = frozenset()) -> None:
         self.lines = lines
         self.tree = tree
         self.filename = filename
         self.target = target
         self.table = table
+        # the project's own functions that sync the graph (``sync-functions`` in its configuration),
+        # as qualified names: ``mylib.sync`` for ``import mylib; mylib.sync()``
+        self.sync_functions = sync_functions
         self._facts: Dict[type, object] = {}
 
     def get(self, kind: Type[F]) -> F:

@@ -36,7 +36,9 @@ class TrainingLoopWithoutSync(Rule):
         "the file, a `range()` or a literal, and draws no batches from anything else) and that never cuts the "
         "graph: no `torch_xla.sync()` / `xm.mark_step()` in it (also through a name given one, "
         "`mark = xm.mark_step`), in a loop around it, or in a function or method of this file it calls (a "
-        "wrapper such as `Dist.sync()`); no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / "
+        "wrapper such as `Dist.sync()`) or that the project declares as a sync (`sync-functions = [\"mylib.sync\"]` "
+        "in `[tool.flake8-xla]`, `xla-sync-functions = mylib.sync` for flake8: a wrapper in another module); "
+        "no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / "
         "`torch_xla.step` around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an "
         "iterable the analysis cannot see (a function parameter that the file's calls do not show to be a "
         "plain DataLoader) are fine: the device loader syncs after every batch. So is a `range()` loop in a file "
@@ -138,7 +140,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
         name = qualname(node.func)
         if name is None and type(node.func) is ast.Name and node.func.id in aliases:
             return True
-        if name in SYNCS or name in XLA_COMPILE:
+        if name in SYNCS or name in XLA_COMPILE or name in ctx.sync_functions:
             return True
         if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
                                         for k in node.keywords):
@@ -165,7 +167,8 @@ def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
               if any(qualname(d.func if type(d) is ast.Call else d) in XLA_COMPILE for d in fn.decorator_list)}
     # the scopes of the syncs themselves (found from the references, not by walking every function)
     cutting = [r.call for r in ctx.get(SemanticModel).references if r.call is not None and
-               (r.qualname in SYNCS or r.qualname in XLA_COMPILE or r.qualname in STEP_MARKERS)]
+               (r.qualname in SYNCS or r.qualname in XLA_COMPILE or r.qualname in STEP_MARKERS or
+                r.qualname in ctx.sync_functions)]
     if aliases:
         cutting += [c for c in ctx.get(NodeIndex).of(ast.Call) if type(c.func) is ast.Name and c.func.id in aliases]
     index = ctx.get(NodeIndex)

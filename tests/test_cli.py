@@ -398,3 +398,23 @@ def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys
     (model_project / "models" / "net.py").write_text(MODEL + "# edited\n")
     assert "XLA000 flake8-xla internal error, please report: AssertionError: an unchanged file was linted again" in \
         run(capsys, "check", "models")[1]  # the content changed: linted again (the setting from the file counts)
+
+
+def test_sync_functions_option_and_config(tmp_path, monkeypatch, capsys) -> None:
+    """A loop ending with the project's own sync wrapper is silent once the wrapper is declared, on
+    the command line or in [tool.flake8-xla]; the result cache does not mix the two answers."""
+    from test_flake8_plugin import SYNC_WRAPPER_LOOP
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.py").write_text(SYNC_WRAPPER_LOOP)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "check", "--isolated", "--xla-target-version", "2.9", "--output-format", "json", "a.py")
+    assert code == 1 and [(d["line"], d["code"]) for d in json.loads(out)] == [(7, "XLA305")]
+    code, out, _ = run(capsys, "check", "--isolated", "--xla-target-version", "2.9", "--sync-functions", "mylib.sync",
+                       "a.py")
+    assert code == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.flake8-xla]\nsync-functions = ["mylib.sync"]\n')
+    code, out, _ = run(capsys, "check", "--xla-target-version", "2.9", "a.py")
+    assert code == 0
+    code, _, err = run(capsys, "check", "--sync-functions", "sync", "a.py")
+    assert code == 2 and "--sync-functions: 'sync' is not a qualified function name (e.g. mylib.sync)" in err

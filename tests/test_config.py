@@ -151,3 +151,32 @@ def test_command_line_target_overrides_the_origin(tmp_path) -> None:
     kept = merge(load_file(str(path)), target_version=None)
     assert kept.target_origin == f"{path} [tool.flake8-xla] target-version"
     assert Settings().target_origin is None
+
+
+# --- sync-functions: the project's own graph syncs (issue 13) ---------------------------------------
+
+def test_sync_functions_from_pyproject_and_flake8_sections(tmp_path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[tool.flake8-xla]\nsync-functions = ["mylib.sync", "mylib.steps.finish_step"]\n')
+    assert load_file(str(path)).sync_functions == frozenset({"mylib.sync", "mylib.steps.finish_step"})
+    ini = tmp_path / "setup.cfg"
+    ini.write_text("[flake8]\nxla-sync-functions = mylib.sync,\n    trainer.utils.step_sync\n")
+    assert load_file(str(ini)).sync_functions == frozenset({"mylib.sync", "trainer.utils.step_sync"})
+
+
+def test_command_line_sync_functions_add_to_the_configured_ones() -> None:
+    base = Settings(sync_functions=frozenset({"mylib.sync"}))
+    assert merge(base, sync_functions=frozenset({"other.sync"})).sync_functions == {"mylib.sync", "other.sync"}
+    assert merge(base, sync_functions=None).sync_functions == {"mylib.sync"}
+
+
+@pytest.mark.parametrize("body, message", [
+    ('sync-functions = ["sync"]', "sync-functions: 'sync' is not a qualified function name (e.g. mylib.sync)"),
+    ('sync-functions = ["mylib.sync()"]',
+     "sync-functions: 'mylib.sync()' is not a qualified function name (e.g. mylib.sync)"),
+    ("sync-functions = 3", "sync-functions must be a string or a list of strings, not 3"),
+])
+def test_sync_functions_that_are_not_qualified_names_are_errors(tmp_path, body, message) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(f"[tool.flake8-xla]\n{body}\n")
+    assert _error(path) == f"{path} [tool.flake8-xla]: {message}"

@@ -267,3 +267,25 @@ def test_a_target_outside_the_known_releases_warns(tmp_path) -> None:
     assert result.returncode == 1 and result.stdout.startswith("a.py:2:1: XLA102 ")
     assert result.stderr == ("flake8-xla: warning: --xla-target-version: torch_xla 2.12 is outside the releases "
                              "flake8-xla knows (2.1 to 2.9); its rule data may not describe that release\n")
+
+
+SYNC_WRAPPER_LOOP = ("import torch\nimport torch_xla\nimport mylib\n"
+                     "model = torch.nn.Linear(2, 2).to(torch_xla.device())\n"
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                     "loader = torch.utils.data.DataLoader(range(8), batch_size=2)\n"
+                     "for batch in loader:\n"
+                     "    model(batch).sum().backward()\n"
+                     "    optimizer.step()\n"
+                     "    mylib.sync()\n")
+
+
+def test_sync_functions_from_the_flake8_config_and_the_command_line(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(SYNC_WRAPPER_LOOP)
+    plain = flake8("--xla-target-version=2.9", "a.py", cwd=tmp_path)
+    assert [line.split(" ")[:2] for line in plain.stdout.splitlines()] == [["a.py:7:1:", "XLA305"]]
+    assert flake8("--xla-target-version=2.9", "--xla-sync-functions=mylib.sync", "a.py", cwd=tmp_path).stdout == ""
+    (tmp_path / "setup.cfg").write_text("[flake8]\nxla-sync-functions = mylib.sync\n")
+    assert flake8("--xla-target-version=2.9", "a.py", cwd=tmp_path).stdout == ""
+    bad = flake8("--xla-sync-functions=sync", "a.py", cwd=tmp_path)
+    assert bad.returncode != 0
+    assert "--xla-sync-functions: 'sync' is not a qualified function name (e.g. mylib.sync)" in bad.stderr

@@ -221,6 +221,34 @@ def test_loop_ending_with_the_projects_own_sync_wrapper() -> None:
     assert [d[:3] for d in graph(source)] == []
 
 
+def test_loop_ending_with_a_sync_wrapper_declared_in_configuration() -> None:
+    """``mylib.sync()`` calls torch_xla.sync() in another module: only the project's configuration
+    (``sync-functions``) can say so; without it the loop is reported, with it the loop is silent."""
+    source = HEADER + (
+        "import mylib\n"
+        "from mylib.steps import finish_step as finish\n"
+        "loader = DataLoader(dataset, batch_size=8)\n"
+        "for data in loader:\n"
+        "    model(data.to(device)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    mylib.sync()\n"
+        "for data in loader:\n"
+        "    model(data.to(device)).sum().backward()\n"
+        "    optimizer.step()\n"
+        "    finish()\n"
+    )
+    start = HEADER.count("\n")
+    never = ("XLA305", "this training loop never syncs the graph: every step is appended to one lazy graph that "
+             "grows until something reads a value; end each step with torch_xla.sync(), or iterate a "
+             "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)")
+    assert [(d.line, d.col + 1, d.code, d.message) for d in lint_source(source) if d.code == "XLA305"] == [
+        (start + 4, 1) + never, (start + 8, 1) + never]
+    configured = frozenset({"mylib.sync", "mylib.steps.finish_step"})
+    assert [d for d in lint_source(source, sync_functions=configured) if d.code == "XLA305"] == []
+    partly = [d.line for d in lint_source(source, sync_functions=frozenset({"mylib.sync"})) if d.code == "XLA305"]
+    assert partly == [start + 8]
+
+
 def test_blocking_calls_that_run_once() -> None:
     source = HEADER + (
         "model = torch.nn.Linear(4, 4).to(device)\n"

@@ -13,7 +13,7 @@ from typing import List, NoReturn, Optional, Sequence, Tuple
 from .. import __version__
 from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
-                      parse_per_file_ignores)
+                      parse_per_file_ignores, parse_sync_functions)
 from ..engine import all_rules, rule_index
 from ..output.formats import RENDERERS, render_text
 from ..lifecycle.table import api_table
@@ -68,6 +68,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume-torch-xla", action=argparse.BooleanOptionalAction, default=None,
                         help="lint files that never mention torch_xla too (model code that runs on XLA); "
                              "overrides assume-torch-xla in the config")
+    parser.add_argument("--sync-functions", "--xla-sync-functions", dest="sync_functions", metavar="NAMES",
+                        help="the project's own functions that sync the graph, as qualified names "
+                             "(comma-separated, e.g. mylib.sync): a loop that calls one syncs; added to the config's")
     parser.add_argument("--include-docs", action="store_true",
                         help="in directories, also lint the Python blocks of Markdown and reStructuredText files "
                              "(notebooks are always included; files named on the command line always are)")
@@ -159,7 +162,9 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     return merge(base, select=_codes(args.select), extend_select=_codes(args.extend_select),
                  ignore=_codes(args.ignore), per_file_ignores=pfi, exclude=_codes(args.exclude),
                  extend_exclude=_codes(args.extend_exclude), target_version=args.target_version,
-                 output_format=getattr(args, "output_format", None), assume_torch_xla=args.assume_torch_xla)
+                 output_format=getattr(args, "output_format", None), assume_torch_xla=args.assume_torch_xla,
+                 sync_functions=parse_sync_functions(args.sync_functions, "--sync-functions")
+                 if args.sync_functions else None)
 
 
 def build_selector(settings: Settings) -> CodeSelector:

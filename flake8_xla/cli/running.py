@@ -85,7 +85,8 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
 # lints it whatever it mentions, also after a fix removed its last torch_xla import.
 
 def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module) -> Entry:
-    pairs, _ = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True)
+    pairs, _ = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
+                            sync_functions=job.settings.sync_functions)
     return [(d, None if f is None else f.safe) for d, f in pairs]
 
 
@@ -144,7 +145,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileR
         return result
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
-        key = content_key(text, str(target_for(job, name).version), assume_xla)
+        key = content_key(text, str(target_for(job, name).version), assume_xla,
+                          {"sync_functions": sorted(job.settings.sync_functions)})
         raw = job.cache.get(path, key)
         if raw is not None:
             result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
@@ -182,7 +184,7 @@ def _fix_file(job: Job, path: str, name: str, display: str, source: Source, tree
               result: FileResult):
     # the text as read, each line's ending included: the fix engine keeps every line's own ending
     outcome = fix_source(source.text, name, target_for(job, name), job.selector.for_file(name), job.unsafe,
-                         assume_xla=True)
+                         assume_xla=True, sync_functions=job.settings.sync_functions)
     result.error = outcome.error
     if outcome.source == source.text:
         return source.text, tree
@@ -253,7 +255,8 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
     target = target_for(job, name)
     if job.fix and concerns_xla(text, assume_xla) and document.blocks:
         try:
-            fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe, assume_xla)
+            fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe, assume_xla,
+                                 job.settings.sync_functions)
         except DocumentError as exc:
             result.error = f"not fixed: {exc}"
         else:
@@ -269,7 +272,7 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
     if job.add_noqa:
         result.notes.append(f"{display}: --add-noqa leaves notebooks and documents alone")
     file_lines = split_lines(text)
-    for program, raw in lint_document(document, text, target, assume_xla):
+    for program, raw in lint_document(document, text, target, assume_xla, job.settings.sync_functions):
         findings, unsafe = _findings(job, name, display, program.source, raw)
         result.unsafe_available += unsafe
         program_lines = split_lines(program.source)

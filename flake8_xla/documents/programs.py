@@ -13,7 +13,7 @@ import ast
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from .reading import Block, Document, DocumentError, rewrite
 from ..engine import concerns_xla, fix_source, lint_fixable
@@ -128,7 +128,8 @@ def programs(document: Document, text: str) -> List[Program]:
     return ([Program.of(document, shared)] if shared else []) + files
 
 
-def lint_document(document: Document, text: str, target: Target, assume_xla: bool = False
+def lint_document(document: Document, text: str, target: Target, assume_xla: bool = False,
+                  sync_functions: FrozenSet[str] = frozenset()
                   ) -> List[Tuple[Program, List[Tuple[Diagnostic, Optional[bool]]]]]:
     """Each program of a document with its raw diagnostics (in program coordinates) and their fix
     safety (None: no fix); a program that cannot concern torch_xla has none."""
@@ -138,7 +139,8 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
             out.append((program, []))
             continue
         tree = ast.parse(program.source, document.path)
-        pairs, _ = lint_fixable(program.source, tree, document.path, target, assume_xla=True)
+        pairs, _ = lint_fixable(program.source, tree, document.path, target, assume_xla=True,
+                                sync_functions=sync_functions)
         if document.kind != "notebook":
             pairs = [(d, f) for d, f in pairs if not program.relates_blocks(d)]
         out.append((program, [(d, None if f is None else f.safe) for d, f in pairs]))
@@ -154,7 +156,7 @@ class DocumentFix:
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],
-                 unsafe: bool, assume_xla: bool = False) -> DocumentFix:
+                 unsafe: bool, assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> DocumentFix:
     """Fix each program of a document, then write the changed blocks back into ``text``. Raises
     :class:`DocumentError` when a changed block cannot be written back safely."""
     old = {block.index: block.source for block in document.blocks}
@@ -165,7 +167,8 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
     for program in programs(document, text):
         if not concerns_xla(program.source, assume_xla):
             continue
-        outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True)
+        outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True,
+                             sync_functions=sync_functions)
         error = error or outcome.error
         if outcome.source == program.source:
             continue
