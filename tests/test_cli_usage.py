@@ -93,6 +93,7 @@ def test_show_settings_prints_what_was_decided_and_exits_0(project, capsys) -> N
         "extend-exclude: gen",
         "respect-gitignore: true",
         "assume-torch-xla: false",
+        "sync-functions: (none)",
         "max-file-size: 10 MiB",
         "files: 3",
     ]
@@ -100,6 +101,8 @@ def test_show_settings_prints_what_was_decided_and_exits_0(project, capsys) -> N
     out = run(capsys, "check", "--show-settings", "--xla-target-version", "2.7", "--no-respect-gitignore", "a.py")[1]
     assert "target for .: torch_xla 2.7, from --xla-target-version 2.7 (1 file)\n" in out
     assert "respect-gitignore: false\n" in out
+    out = run(capsys, "check", "--show-settings", "--sync-functions", "mylib.sync,b.step", "a.py")[1]
+    assert "sync-functions: b.step, mylib.sync\n" in out
 
 
 def test_verbose_prints_the_settings_on_stderr(project, capsys) -> None:

@@ -90,6 +90,7 @@ def settings_report(settings: Settings, paths: Sequence[str], files: Sequence[st
     lines += [f"extend-exclude: {listed(settings.extend_exclude)}",
               f"respect-gitignore: {'true' if respect_gitignore else 'false'}",
               f"assume-torch-xla: {listed(assume) if not isinstance(assume, bool) else str(assume).lower()}",
+              f"sync-functions: {listed(tuple(sorted(settings.sync_functions)))}",
               f"max-file-size: {format_size(max_file_size)}",
               f"files: {len(files)}"]
     return lines
