@@ -433,8 +433,9 @@ def cli_json_keys(out: bytes) -> list:
     return [(os.path.normpath(d["filename"]), int(d["line"]), int(d["column"]), d["code"]) for d in json.loads(out)]
 
 
-def one_file_of(root: str, lines: int = 1000) -> str:
-    """The corpus file mentioning torch_xla whose length is nearest ``lines`` (ties: the path)."""
+def one_file_of(root: str, lines: int = 1000) -> "str | None":
+    """The corpus file mentioning torch_xla whose length is nearest ``lines`` (ties: the path);
+    None when no file mentions it (the stdlib corpus)."""
     best = None
     for directory, _, files in os.walk(root):
         for f in files:
@@ -445,13 +446,15 @@ def one_file_of(root: str, lines: int = 1000) -> str:
                 if "torch_xla" in text:
                     key = (abs(text.count("\n") - lines), os.path.relpath(path, root))
                     best = min(best, key) if best else key
-    return best[1]
+    return best[1] if best else None
 
 
 def bench_one_file(name: str, root: str, envs: dict, args) -> dict:
     """`flake8-xla check` on one ~1,000-line torch_xla file: what a pre-commit hook or an editor pays
     per changed file (start-up, rule data, one parse and lint), without and with the result cache."""
     path = one_file_of(root)
+    if path is None:
+        return {}
     cli = [cli_script(envs["xla"]), "check", "--isolated", "--exit-zero"]
     cmds = {"cold": cli + ["--no-cache", path],
             "cached": cli + ["--cache-dir", os.path.join(CACHE, "one-file-cache"), path]}
