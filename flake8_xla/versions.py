@@ -263,6 +263,27 @@ def _project_floor(directory: str) -> Optional[Target]:
     return _project_floor(parent)
 
 
+def project_root(filename: str) -> str:
+    """The directory whose project files decide ``filename``'s target, where :func:`infer_target`'s
+    search stops: the first one, walking up, that declares a torch_xla floor or holds a root marker;
+    the working directory when none does (the target then comes from elsewhere)."""
+    directory = _start_directory(filename)
+    while True:
+        if _floor_in_directory(directory) is not None or \
+                any(os.path.exists(os.path.join(directory, m)) for m in _ROOT_MARKERS):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return os.getcwd()
+        directory = parent
+
+
+def _start_directory(filename: str) -> str:
+    # an editor's unsaved new file still belongs to the project of the directory it is in
+    directory = os.path.dirname(os.path.abspath(filename)) if filename not in ("stdin", "-", "") else ""
+    return directory if os.path.isdir(directory) else os.getcwd()
+
+
 EXPLICIT = "--xla-target-version"
 
 
@@ -276,11 +297,7 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version, origin
         where = origin or EXPLICIT
         separator = " " if where == EXPLICIT else " = "
         return Target(parse_version(explicit), where, f"{where}{separator}{explicit}")
-    # an editor's unsaved new file still belongs to the project of the directory it is in
-    directory = os.path.dirname(os.path.abspath(filename)) if filename not in ("stdin", "-", "") else ""
-    if not os.path.isdir(directory):
-        directory = os.getcwd()
-    found = _project_floor(directory)
+    found = _project_floor(_start_directory(filename))
     if found is not None:
         return found
     installed = installed_version()

@@ -262,3 +262,17 @@ def test_nesting_past_what_we_can_analyse_is_e999_not_an_internal_error(project,
                                      f"  loss.backward()\n  {body}\n")
     code, out, _ = run(capsys, "check", "--no-cache", "deep.py")
     assert (code, out) == (1, "deep.py:1:1: E999 RecursionError: too deeply nested to analyse\n")
+
+
+def test_show_settings_names_the_directory_the_target_came_from(tmp_path, monkeypatch, capsys) -> None:
+    """A folder with only a tox.ini (no torch_xla requirement) is not where the target is read:
+    the report names the project root above it, whose pyproject.toml declares the floor."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\ndependencies = ["torch_xla>=2.6"]\n')
+    sub = tmp_path / "tools"
+    sub.mkdir()
+    (sub / "tox.ini").write_text("[tox]\n")
+    (sub / "b.py").write_text(MARK_STEP)
+    monkeypatch.chdir(tmp_path)
+    out = run(capsys, "check", "--isolated", "--show-settings", "tools/b.py")[1]
+    assert f"target for .: torch_xla 2.6, from {tmp_path}/pyproject.toml:3: torch_xla>=2.6 (1 file)\n" in out

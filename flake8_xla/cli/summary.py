@@ -10,13 +10,11 @@ from ..config import Settings
 from ..engine import rule_index
 from ..output.formats import Finding
 from ..lifecycle.table import api_table
-from ..versions import infer_target
+from ..versions import infer_target, project_root
 from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
 from .output import display_name
 from .reading import format_size
 from .running import FileResult
-
-PROJECT_MARKERS = (".git", ".hg", "pyproject.toml", "setup.cfg", "tox.ini", ".flake8", "requirements.txt")
 
 
 def plural(n: int, word: str) -> str:
@@ -107,16 +105,3 @@ def _targets(settings: Settings, paths: Sequence[str], files: Sequence[str],
         key = (project_root(name), f"torch_xla {target.version}, from {target.origin or target.source}")
         found[key] = found.get(key, 0) + (1 if files else 0)
     return [(root, target, count) for (root, target), count in found.items()]
-
-
-def project_root(path: str) -> str:
-    """The nearest directory at or above ``path``'s that marks a project (where the target is read
-    from), else the working directory."""
-    directory = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
-    while True:
-        if any(os.path.exists(os.path.join(directory, marker)) for marker in PROJECT_MARKERS):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return os.getcwd()
-        directory = parent
