@@ -252,30 +252,25 @@ _ROOT_MARKERS = (".git", "pyproject.toml", "setup.cfg", ".hg")
 
 
 @functools.lru_cache(maxsize=None)
-def _project_floor(directory: str) -> Optional[Target]:
-    """Walk up from ``directory`` to the project root (first dir with a root marker)."""
-    found = _floor_in_directory(directory)
-    if found is not None:
-        return found
+def _search_root(directory: str) -> Optional[str]:
+    """Where the upward search for the target stops: the first directory, from ``directory`` up,
+    that declares a torch_xla floor or holds a root marker; None when none does."""
+    if _floor_in_directory(directory) is not None or \
+            any(os.path.exists(os.path.join(directory, m)) for m in _ROOT_MARKERS):
+        return directory
     parent = os.path.dirname(directory)
-    if parent == directory or any(os.path.exists(os.path.join(directory, m)) for m in _ROOT_MARKERS):
-        return None
-    return _project_floor(parent)
+    return None if parent == directory else _search_root(parent)
+
+
+def _project_floor(directory: str) -> Optional[Target]:
+    root = _search_root(directory)
+    return None if root is None else _floor_in_directory(root)
 
 
 def project_root(filename: str) -> str:
     """The directory whose project files decide ``filename``'s target, where :func:`infer_target`'s
-    search stops: the first one, walking up, that declares a torch_xla floor or holds a root marker;
-    the working directory when none does (the target then comes from elsewhere)."""
-    directory = _start_directory(filename)
-    while True:
-        if _floor_in_directory(directory) is not None or \
-                any(os.path.exists(os.path.join(directory, m)) for m in _ROOT_MARKERS):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return os.getcwd()
-        directory = parent
+    search stops; the working directory when none does (the target then comes from elsewhere)."""
+    return _search_root(_start_directory(filename)) or os.getcwd()
 
 
 def _start_directory(filename: str) -> str:
@@ -309,5 +304,5 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version, origin
 def forget_project_files() -> None:
     """Drop what was read from project files, for processes that lint many times (an editor's
     flake8 server runs flake8 in-process on every save; a changed requirement must count)."""
-    for cached in (_floor_in_directory, _project_floor, _warn_once, installed_version):
+    for cached in (_floor_in_directory, _search_root, _warn_once, installed_version):
         cached.cache_clear()

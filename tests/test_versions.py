@@ -104,10 +104,7 @@ def test_requirement_floor(requirement: str, floor) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    versions._floor_in_directory.cache_clear()
-    versions._project_floor.cache_clear()
-    versions._warn_once.cache_clear()
-    versions.installed_version.cache_clear()
+    versions.forget_project_files()
     yield
 
 
