@@ -72,26 +72,13 @@ class NodeIndex:
     def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
         by_type: Dict[type, List[ast.AST]] = {}
-        stack = [tree]
-        push = stack.append
-        fields_of = CHILD_FIELDS
-        AST = ast.AST
-        while stack:  # syntax.walk, bucketing as it goes
-            node = stack.pop()
+        for node in walk([tree]):
             kind = type(node)
             bucket = by_type.get(kind)
             if bucket is None:
                 by_type[kind] = [node]
             else:
                 bucket.append(node)
-            for field in fields_of.get(kind) or child_fields(kind):
-                value = getattr(node, field, None)
-                if type(value) is list:
-                    for item in value:
-                        if isinstance(item, AST):
-                            push(item)
-                elif isinstance(value, AST):
-                    push(value)
         self.by_type = by_type
         self._scopes: Optional[List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]] = None
         self.parent_scope: Dict[int, Optional[ast.AST]] = {id(tree): None}
