@@ -322,10 +322,17 @@ class _Candidates:
         return tensors.may_have_masks and any(tensors.is_mask(node.slice)
                                               for node in self.ctx.get(NodeIndex).of(ast.Subscript))
 
+    @functools.cached_property
+    def _method_calls(self) -> Dict[str, List[ast.Call]]:
+        out: Dict[str, List[ast.Call]] = {}
+        for call in self.ctx.get(NodeIndex).of(ast.Call):
+            if type(call.func) is ast.Attribute:
+                out.setdefault(call.func.attr, []).append(call)
+        return out
+
     def has_device_method_call(self, method: str) -> bool:
         tensors = self.ctx.get(TensorFacts)
-        return any(type(call.func) is ast.Attribute and call.func.attr == method and tensors.is_device(call.func.value)
-                   for call in self.ctx.get(NodeIndex).of(ast.Call))
+        return any(tensors.is_device(call.func.value) for call in self._method_calls.get(method, ()))
 
     def may_match(self, spec: PatternSpec, alternative: Alternative) -> bool:
         """False when the alternative surely finds nothing here: a metavariable must resolve to names
