@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ..config import Settings
+from ..documents import SUFFIXES
 from ..selection import path_matches
 from .errors import UsageError
 from .gitignore import GitIgnore
@@ -23,7 +24,8 @@ from .output import display_name
 from .reading import describe_file_type
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
-DOC_SUFFIXES = (".md", ".markdown", ".rst")  # searched in directories only with --include-docs
+# the documents the documents layer reads, notebooks aside: searched in directories only with --include-docs
+DOC_SUFFIXES = tuple(suffix for suffix, kind in SUFFIXES.items() if kind != "notebook")
 EXCLUDED_ANYWHERE = (".git", ".hg", ".svn", ".tox", ".nox", ".venv", ".eggs", "*.egg-info", "__pycache__",
                      "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages")
 EXCLUDED_AT_ROOT = ("build", "dist", "venv")
