@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, field, replace
-from typing import Dict, FrozenSet, Optional, Tuple, Union
+from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple, Union
 
 from .lifecycle.table import api_table
 from .versions import EXPLICIT, Version, check_target
@@ -26,8 +25,7 @@ PerFileIgnores = Tuple[Tuple[str, Tuple[str, ...]], ...]
 AssumeXla = Union[bool, Tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     select: Optional[Tuple[str, ...]] = None  # None: the default rule set
     extend_select: Tuple[str, ...] = ()
     ignore: Tuple[str, ...] = ()
@@ -40,7 +38,7 @@ class Settings:
     sync_functions: FrozenSet[str] = frozenset()  # the project's own graph syncs, e.g. mylib.sync
     output_format: str = "text"
     source: Optional[str] = None  # the file these settings came from
-    base_dir: str = field(default=".")  # per-file-ignores and excludes are relative to it
+    base_dir: str = "."  # per-file-ignores and excludes are relative to it
 
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -305,7 +303,7 @@ def merge(base: Settings, **overrides) -> Settings:
         changes["sync_functions"] = base.sync_functions | changes["sync_functions"]
     if "target_version" in changes and "target_origin" not in changes:
         changes["target_origin"] = EXPLICIT  # the command line's value, not the file's
-    return replace(base, **changes)
+    return base._replace(**changes)
 
 
 __all__ = ["FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version", "discover",

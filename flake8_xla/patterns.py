@@ -17,7 +17,6 @@ import ast
 import functools
 import pathlib
 import re
-from dataclasses import dataclass
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
@@ -29,8 +28,7 @@ from .analysis.loops import StepRegions
 from .analysis.syntax import NodeIndex
 
 
-@dataclass(frozen=True)
-class PatternSpec:
+class PatternSpec(NamedTuple):
     path: str
     rule: dict  # the ast-grep rule object
     message: str  # may use $NAME for a metavariable's text and {api} for the resolved qualified name

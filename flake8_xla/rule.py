@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple,
                     Type, TypeVar)
 
@@ -25,8 +24,7 @@ class Diagnostic(NamedTuple):
         return f"{filename}:{self.line}:{self.col + 1}: {self.code} {self.message}"
 
 
-@dataclass(frozen=True)
-class Example:
+class Example(NamedTuple):
     """A code sample: VALID ones must stay silent, INVALID ones must produce exactly ``expect``."""
 
     source: str

@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .semantic import Reference, SemanticModel
@@ -110,8 +109,7 @@ def parameter_owners(node: ast.AST) -> Iterator[str]:
 
 # -- data ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Position:
+class Position(NamedTuple):
     scope: ast.AST  # the function (or module) whose body holds the statement
     order: int  # statement number within the scope, in source order
     statement: ast.stmt
@@ -126,8 +124,7 @@ class Place(NamedTuple):
     branches: Tuple[Tuple[int, object], ...]
 
 
-@dataclass(frozen=True)
-class Wrap:
+class Wrap(NamedTuple):
     call: ast.Call
     kind: str  # "v1" (XlaFullyShardedDataParallel) or "v2" (SpmdFullyShardedDataParallel)
     wrapped: Optional[str]  # dotted name of the module argument, when it is a name
@@ -140,8 +137,7 @@ class Wrap:
         return "FSDP" if self.kind == "v1" else "FSDPv2"
 
 
-@dataclass(frozen=True)
-class OptimizerBuild:
+class OptimizerBuild(NamedTuple):
     call: ast.Call
     target: Optional[str]
     params_of: Tuple[str, ...]  # dotted names whose .parameters()/.named_parameters() it takes
@@ -149,14 +145,12 @@ class OptimizerBuild:
     at: Position
 
 
-@dataclass(frozen=True)
-class Move:
+class Move(NamedTuple):
     name: str  # dotted name of a module moved in place: ``model.to(device)``
     at: Position
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
     name: str  # dotted name assigned
     value: ast.AST
     at: Position

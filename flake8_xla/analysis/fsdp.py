@@ -11,8 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import weakref
-from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
 from .flow import FlowFacts, Position, Wrap, argument, dotted, is_main_guard
 from ..rule import FileContext
@@ -115,8 +114,7 @@ def _foreign_rooted(ctx: FileContext, classes: List[ast.ClassDef]) -> bool:
 RANK, SAME, UNKNOWN = "rank", "same", "unknown"
 
 
-@dataclass(frozen=True)
-class Save:
+class Save(NamedTuple):
     call: ast.Call
     callee: str  # as written, e.g. "xm.save"
     qualname: str
@@ -127,8 +125,7 @@ class Save:
     at: Position
 
 
-@dataclass(frozen=True)
-class FsdpState:
+class FsdpState(NamedTuple):
     model: str  # dotted name of the FSDPv1 wrapper
     wrap: Wrap
     call: ast.Call  # the ``model.state_dict()`` call

@@ -15,8 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
+from typing import Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from .flow import dotted
 from .syntax import walk
@@ -33,8 +32,7 @@ _BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inp
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-@dataclass(frozen=True)
-class StepLoop:
+class StepLoop(NamedTuple):
     loop: ast.AST  # the For/While node
 
 
@@ -97,8 +95,7 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _PER_STEP_CALLBACKS = frozenset({"output_transform"})
 
 
-@dataclass(frozen=True)
-class StepRegion:
+class StepRegion(NamedTuple):
     node: ast.AST  # the loop, function or with statement
     kind: str  # TRAINING_LOOP, MODEL_LOOP, DEVICE_LOOP, COMPILED, DYNAMO, FORWARD or CALLBACK
 

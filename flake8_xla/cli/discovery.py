@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..documents import SUFFIXES
@@ -32,8 +31,7 @@ EXCLUDED_AT_ROOT = ("build", "dist", "venv")
 DEFAULT_EXCLUDES = EXCLUDED_ANYWHERE + EXCLUDED_AT_ROOT
 
 
-@dataclass(frozen=True)
-class Exclusion:
+class Exclusion(NamedTuple):
     """The pattern that dropped a path, and where the pattern came from."""
 
     pattern: str

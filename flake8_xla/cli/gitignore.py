@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
-@dataclass(frozen=True)
-class IgnoreRule:
+class IgnoreRule(NamedTuple):
     pattern: str  # as written in the file (without the trailing newline)
     where: str  # "path/.gitignore:3"
     regex: "re.Pattern[str]"  # matches a path relative to the rule's directory (POSIX separators)

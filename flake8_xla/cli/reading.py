@@ -7,8 +7,7 @@ import re
 import stat
 import sys
 import tokenize
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 MIB = 1024 * 1024
 DEFAULT_MAX_FILE_SIZE = 10 * MIB  # far above any hand-written module; stops /dev/zero-like input early
@@ -73,8 +72,7 @@ def read_stdin_bytes(max_size: int) -> bytes:
     return data
 
 
-@dataclass
-class Source:
+class Source(NamedTuple):
     text: str
     encoding: str
 

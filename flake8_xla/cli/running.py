@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import signal
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
@@ -29,23 +27,34 @@ from .writing import WriteRefused, write_preserving
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
 
-@dataclass
 class FileResult:
-    path: str  # as shown
-    findings: List[Finding] = field(default_factory=list)
-    fixed: Counter = field(default_factory=Counter)
-    diff: str = ""
-    error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
-    unsafe_available: int = 0  # diagnostics that --unsafe-fixes would fix
-    cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
-    notes: List[str] = field(default_factory=list)  # documents: blocks not linted, and why (--verbose)
-    stdout_bytes: Optional[bytes] = None  # `fix -`: the (fixed) source, for stdout
-    noqa_added: int = 0  # --add-noqa: diagnostics given a noqa comment
-    fix_notes: List[str] = field(default_factory=list)  # what the applied fixes still ask of the user
+    """What running a job on one file gave; filled in as the run goes."""
+
+    __slots__ = ("path", "findings", "fixed", "diff", "error", "unsafe_available", "cache_update", "notes",
+                 "stdout_bytes", "noqa_added", "fix_notes")
+
+    def __init__(self, path: str, findings: Optional[List[Finding]] = None) -> None:
+        self.path = path  # as shown
+        self.findings: List[Finding] = findings if findings is not None else []
+        self.fixed: Counter = Counter()
+        self.diff = ""
+        self.error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
+        self.unsafe_available = 0  # diagnostics that --unsafe-fixes would fix
+        self.cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
+        self.notes: List[str] = []  # documents: blocks not linted, and why (--verbose)
+        self.stdout_bytes: Optional[bytes] = None  # `fix -`: the (fixed) source, for stdout
+        self.noqa_added = 0  # --add-noqa: diagnostics given a noqa comment
+        self.fix_notes: List[str] = []  # what the applied fixes still ask of the user
+
+    def __getstate__(self) -> tuple:  # back from a worker process
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state: tuple) -> None:
+        for name, value in zip(self.__slots__, state):
+            setattr(self, name, value)
 
 
-@dataclass(frozen=True)
-class Job:
+class Job(NamedTuple):
     settings: Settings
     selector: CodeSelector
     fix: bool = False
@@ -176,7 +185,7 @@ def _keep_source_lines(job: Job, result: FileResult, text: str) -> None:
     if not job.show_source or not result.findings:
         return
     lines = split_lines(text)
-    result.findings = [dataclasses.replace(f, source_line=lines[f.diagnostic.line - 1])
+    result.findings = [f._replace(source_line=lines[f.diagnostic.line - 1])
                        if 0 < f.diagnostic.line <= len(lines) else f for f in result.findings]
 
 

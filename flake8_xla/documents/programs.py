@@ -12,8 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from .reading import Block, Document, DocumentError, rewrite
 from ..engine import concerns_xla, fix_source, lint_fixable
@@ -29,8 +28,7 @@ _LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
 _BOUNDARY_RE = re.compile(r"^# flake8-xla: block (\d+)\n", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """A diagnostic in document coordinates: the file's line and column for Markdown/rst; for a
     notebook the line within ``cell`` and, in ``file_line``, the line of the .ipynb text."""
 
@@ -39,8 +37,7 @@ class Located:
     file_line: Optional[int] = None
 
 
-@dataclass(frozen=True)
-class Program:
+class Program(NamedTuple):
     """A document's blocks joined into one module, and where each of its lines came from."""
 
     source: str
@@ -147,12 +144,11 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
     return out
 
 
-@dataclass
-class DocumentFix:
+class DocumentFix(NamedTuple):
     text: str  # the document after the fixes (the original text when nothing changed)
     fixed: Counter  # fixes applied, by code
-    error: Optional[str] = None  # a fix pass that was dropped (see FixOutcome.error)
-    notes: List[str] = field(default_factory=list)  # what the applied fixes still ask of the user
+    error: Optional[str]  # a fix pass that was dropped (see FixOutcome.error)
+    notes: List[str]  # what the applied fixes still ask of the user
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],

@@ -20,8 +20,7 @@ import json
 import os
 import re
 import warnings
-from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple, Union
 
 from . import SUFFIXES
 
@@ -54,8 +53,7 @@ class DocumentError(Exception):
     line for the user."""
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(NamedTuple):
     index: int  # 0-based, in document order
     source: str  # the Python text to parse: dedented, prompts removed, IPython lines replaced
     # per line of source: (line, characters removed before the code) in the original file for
@@ -67,40 +65,44 @@ class Block:
     kind: str = ""
 
 
-@dataclass
-class Document:
+class Document(NamedTuple):
     path: str
     kind: str  # "notebook", "markdown" or "rst"
     blocks: List[Block]
     skipped: List[Tuple[int, str]]  # (line, or cell number for notebooks, 0 = whole document; why)
 
 
-@dataclass
 class _Line:
     """One original line of a block: ``indent + prompt + text + ending`` is the line as written."""
 
-    indent: str  # removed before the code (the block's indentation)
-    prompt: str  # ">>> ", ">>>", "... " or "..." in a session, else ""
-    text: str  # the code; for an output line, the whole line
-    ending: str
-    output: bool = False  # an interpreter's output (or a blank line) in a session: not code
+    __slots__ = ("indent", "prompt", "text", "ending", "output")
+
+    def __init__(self, indent: str, prompt: str, text: str, ending: str, output: bool = False) -> None:
+        self.indent = indent  # removed before the code (the block's indentation)
+        self.prompt = prompt  # ">>> ", ">>>", "... " or "..." in a session, else ""
+        self.text = text  # the code; for an output line, the whole line
+        self.ending = ending
+        self.output = output  # an interpreter's output (or a blank line) in a session: not code
 
     @property
     def original(self) -> str:
         return self.indent + self.prompt + self.text
 
 
-@dataclass
 class _Layout:
     """What rewrite needs about one block: its original lines, outputs included."""
 
-    lines: List[_Line]
-    start: int  # Markdown/rst: 0-based index of lines[0] among the file's lines; notebooks: unused
-    indent: str  # put before the lines a fix adds
-    session: bool = False
-    placeholders: FrozenSet[int] = frozenset()  # source lines that hold an IPython placeholder
-    span: Tuple[int, int] = (0, 0)  # notebooks: where the cell's "source" value is in the JSON text
-    elements: Optional[List[Tuple[int, int]]] = None  # ... and each of its strings when it is a list
+    __slots__ = ("lines", "start", "indent", "session", "placeholders", "span", "elements")
+
+    def __init__(self, lines: List[_Line], start: int, indent: str, session: bool = False,
+                 span: Tuple[int, int] = (0, 0)) -> None:
+        self.lines = lines
+        self.start = start  # Markdown/rst: 0-based index of lines[0] among the file's lines; notebooks: unused
+        self.indent = indent  # put before the lines a fix adds
+        self.session = session
+        self.placeholders: FrozenSet[int] = frozenset()  # source lines that hold an IPython placeholder
+        self.span = span  # notebooks: where the cell's "source" value is in the JSON text
+        self.elements: Optional[List[Tuple[int, int]]] = None  # ... and each of its strings when it is a list
 
 
 def read_document(path: str, text: str) -> Document:

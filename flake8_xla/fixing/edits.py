@@ -3,21 +3,18 @@ from __future__ import annotations
 
 import ast
 import bisect
-from dataclasses import dataclass
-from typing import Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .lines import LineModel, line_ending
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     start: int  # character offsets into the source
     end: int
     text: str
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     title: str
     edits: Tuple[Edit, ...]
     safe: bool

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import functools
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..analysis import syntax
@@ -109,13 +108,17 @@ def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast
 
 # --- the loop ------------------------------------------------------------------------------------
 
-@dataclass
 class FixOutcome:
-    source: str
-    fixed: Counter = field(default_factory=Counter)  # code -> fixes applied
-    passes: int = 0
-    error: Optional[str] = None  # why some fixes were not applied (the rest were)
-    notes: List[str] = field(default_factory=list)  # what applied fixes still ask of the user
+    """What the fix loop made of a source; filled in pass by pass."""
+
+    __slots__ = ("source", "fixed", "passes", "error", "notes")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.fixed: Counter = Counter()  # code -> fixes applied
+        self.passes = 0
+        self.error: Optional[str] = None  # why some fixes were not applied (the rest were)
+        self.notes: List[str] = []  # what applied fixes still ask of the user
 
 
 Candidate = Tuple[str, Fix]  # (code, fix)

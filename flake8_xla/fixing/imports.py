@@ -9,8 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .lines import LineModel, line_ending
 from ..analysis.semantic import Reference, Scope
@@ -22,8 +21,7 @@ ALIASES = {"torch_xla.runtime": "xr", "torch_xla.core.xla_model": "xm", "torch_x
 _WORD = re.compile(r"(?!\d)\w+")
 
 
-@dataclass(frozen=True)
-class PlannedImport:
+class PlannedImport(NamedTuple):
     """One import statement to add: ``line`` goes after the earliest anchor in statement list ``block``."""
 
     block: int  # id() of the statement list that receives it
@@ -31,8 +29,7 @@ class PlannedImport:
     line: str
 
 
-@dataclass(frozen=True)
-class _Binding:
+class _Binding(NamedTuple):
     name: str  # the name the import binds
     value: str  # what the semantic model says that name holds
     prefix: str  # how code reaches the module through it

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import flake8_xla.rules as rule_units  # the package only, where the table file lives
@@ -24,8 +23,7 @@ FIX_KINDS = ("rename", "rename_module", "delete_import", "rename_keyword", "keyw
 FIX_SAFETY = ("safe", "unsafe", "none")
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     """How `flake8-xla fix` rewrites a use (see flake8_xla/lifecycle/fixes.py)."""
 
     kind: str
@@ -39,8 +37,7 @@ class Fix:
     except_names: Tuple[str, ...] = ()  # moved modules: names that did not move (no fix when used)
 
 
-@dataclass(frozen=True)
-class ArgumentChange:
+class ArgumentChange(NamedTuple):
     """Which arguments of a call the row is about."""
 
     label: str  # how messages name it, e.g. "the `defval` argument"
@@ -50,15 +47,13 @@ class ArgumentChange:
     allowed: Tuple[object, ...] = ()  # literal values that stay fine (e.g. nprocs=None or 1)
 
 
-@dataclass(frozen=True)
-class EnvVar:
+class EnvVar(NamedTuple):
     name: str
     prefix: bool = False  # XRT_ matches every XRT_* variable
     values: Tuple[str, ...] = ()  # only these values are affected (empty: any value)
 
 
-@dataclass(frozen=True)
-class ApiRow:
+class ApiRow(NamedTuple):
     id: str
     kind: str
     names: Tuple[str, ...]
@@ -78,7 +73,7 @@ class ApiRow:
     effect: Optional[str] = None  # what a removed use does: AttributeError, ImportError, ignored ...
     argument: Optional[ArgumentChange] = None
     env: Optional[EnvVar] = None
-    references: Tuple[str, ...] = field(default=())
+    references: Tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -124,8 +119,7 @@ class LifecycleUse(NamedTuple):
     target: Optional[Version] = None  # the release the use was judged against
 
 
-@dataclass(frozen=True)
-class ApiTable:
+class ApiTable(NamedTuple):
     latest: Version
     rows: Tuple[ApiRow, ...]
     by_name: Dict[str, ApiRow]  # function/class/decorator/module rows by every qualified name

@@ -9,8 +9,7 @@ import functools
 import json
 import pathlib
 import urllib.parse
-from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence
 
 from .. import __version__
 from ..engine import all_rules
@@ -24,8 +23,7 @@ SARIF_VERSION = "2.1.0"
 SARIF_SRCROOT = "%SRCROOT%"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One diagnostic located in one file, as a front-end reports it."""
 
     path: str  # as shown to the user (relative to the working directory when possible)
