@@ -13,12 +13,9 @@ save) instead of failing each lint.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
-import pathlib
 import re
-import tempfile
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import flake8_xla
@@ -26,6 +23,11 @@ import flake8_xla.rules  # the package only: its RULES load on first use
 
 from . import __version__
 from .rule import Diagnostic
+
+try:
+    from _blake2 import blake2b  # what hashlib would give, without loading OpenSSL (~3 ms a start)
+except ImportError:  # another Python implementation
+    from hashlib import blake2b
 
 CACHE_DIR_NAME = ".flake8_xla_cache"
 FORMAT = 2  # the layout of a results file; another number is another layout
@@ -43,39 +45,39 @@ _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# For information about cache directory tags, see https://bford.info/cachedir/\n")
 
 
-def _package_roots() -> List[pathlib.Path]:
+def _package_roots() -> List[str]:
     # the packages' own folders, the first __path__ entry (in a checkout flake8_xla's __path__ also
     # holds the checkout root, so that flake8_xla.rules resolves to ../rules: never walk all of it);
     # in a wheel rules/ sits inside flake8_xla/, so a root inside another is not walked twice
-    roots = sorted({pathlib.Path(package.__path__[0]).resolve() for package in (flake8_xla, flake8_xla.rules)})
-    return [root for root in roots if not any(other in root.parents for other in roots)]
+    roots = sorted({os.path.realpath(package.__path__[0]) for package in (flake8_xla, flake8_xla.rules)})
+    return [root for root in roots if not any(root.startswith(other + os.sep) for other in roots)]
 
 
-def _files_under(root: pathlib.Path) -> List[pathlib.Path]:
+def _files_under(root: str) -> List[str]:
     # hidden folders (a cache directory, editor state) and bytecode are not flake8-xla's behaviour:
     # pruned, not walked and filtered
     found = []
     for directory, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-        found.extend(pathlib.Path(directory, name) for name in files
+        found.extend(os.path.join(directory, name) for name in files
                      if os.path.splitext(name)[1] in _FINGERPRINTED and not name.startswith("."))
-    return sorted(path for path in found if path.is_file())
+    return sorted(path for path in found if os.path.isfile(path))
 
 
-def fingerprint_files() -> List[pathlib.Path]:
+def fingerprint_files() -> List[str]:
     """Every file the fingerprint covers: flake8-xla's modules (subpackages too) and rule data."""
     return [path for root in _package_roots() for path in _files_under(root)]
 
 
-def fingerprint_of(roots: Iterable[pathlib.Path], version: str) -> str:
+def fingerprint_of(roots: Iterable[str], version: str) -> str:
     """Hash of ``version`` and every code / rule data file under ``roots`` (names and bytes)."""
-    digest = hashlib.blake2b(version.encode(), digest_size=12)
-    for root in roots:
-        root = pathlib.Path(root)
-        digest.update(b"\0root\0" + root.name.encode("utf-8", "surrogateescape"))
+    digest = blake2b(version.encode(), digest_size=12)
+    for root in map(os.fspath, roots):
+        digest.update(b"\0root\0" + os.path.basename(root).encode("utf-8", "surrogateescape"))
         for path in _files_under(root):
-            data = path.read_bytes()
-            name = path.relative_to(root).as_posix().encode("utf-8", "surrogateescape")
+            with open(path, "rb") as handle:
+                data = handle.read()
+            name = os.path.relpath(path, root).replace(os.sep, "/").encode("utf-8", "surrogateescape")
             # lengths make the stream unambiguous: no file's bytes can pose as the next file's name
             digest.update(b"%d:%s%d:" % (len(name), name, len(data)))
             digest.update(data)
@@ -94,7 +96,7 @@ def content_key(text: str, target: str, assume_xla: bool = False,
     change what is reported (``assume_xla``, and any ``options``), and the tool fingerprint."""
     extra = json.dumps(dict(options or {}), sort_keys=True, default=str)
     payload = f"{fingerprint()}\0{target}\0{int(assume_xla)}\0{extra}\0{text}"
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _diagnostics(raw: object) -> Optional[Entry]:
@@ -179,6 +181,8 @@ class ResultCache:
                 full = os.path.join(self.directory, stale)
                 if _RESULTS_RE.fullmatch(stale) and full != self.path:
                     os.unlink(full)
+            import tempfile  # only when there is something to save
+
             fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.directory)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -243,5 +247,5 @@ def resolve_cache_dir(base_dir: str, explicit: Optional[str] = None) -> str:
             and any(os.path.exists(os.path.join(root, marker)) for marker in _PROJECT_MARKERS)
             and os.access(root, os.W_OK)):
         return os.path.join(os.path.abspath(base_dir), CACHE_DIR_NAME)
-    digest = hashlib.blake2b(root.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    digest = blake2b(root.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
     return os.path.join(_user_cache_home(), "flake8-xla", digest)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import pathlib
+import os
 import re
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -45,12 +45,13 @@ def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
                          tuple(tuple(x) for x in e.get("expect", ())), e.get("title", "")) for e in raw or ())
 
 
-def load_pattern_rule(path: pathlib.Path) -> type:
+def load_pattern_rule(path: str) -> type:
     """A Rule class built from one YAML file."""
-    data = rule_units.read_data(str(path))
+    data = rule_units.read_data(path)
     meta = data["metadata"]
+    name = os.path.basename(path)
     spec = PatternSpec(
-        str(path), data["rule"], data["message"],
+        path, data["rule"], data["message"],
         tuple((k, frozenset(v)) for k, v in (meta.get("resolve") or {}).items()),
         tuple((meta.get("literal") or {}).items()),
         re.compile(meta["prefilter"]) if meta.get("prefilter") else None,
@@ -62,8 +63,8 @@ def load_pattern_rule(path: pathlib.Path) -> type:
         "fix_safety": meta.get("fix_safety", "No automatic fix."),
         "references": tuple(meta.get("references", ())),
         "valid": _examples(meta.get("valid")), "invalid": _examples(meta.get("invalid")),
-        "spec": spec, "source_file": path.name,
-        "__module__": f"flake8_xla.rules.{path.stem}",  # mechanical naming: the YAML file is the unit
+        "spec": spec, "source_file": name,
+        "__module__": f"flake8_xla.rules.{os.path.splitext(name)[0]}",  # mechanical naming: the YAML file is the unit
     }
     return type(f"PatternRule_{meta['code']}", (PatternRule,), attributes)
 
@@ -404,9 +405,10 @@ def _method_name(match) -> str:
 @functools.lru_cache(maxsize=None)
 def _pattern_rule_instances() -> Tuple["PatternRule", ...]:
     """One instance of every YAML rule in flake8_xla.rules, for the run that serves them all."""
-    return tuple(cls() for cls in pattern_rules(rule_units.__path__[0]))
+    return tuple(cls() for cls in pattern_rules())
 
 
 @functools.lru_cache(maxsize=None)
-def pattern_rules(directory: str) -> Tuple[type, ...]:
-    return tuple(load_pattern_rule(p) for p in sorted(pathlib.Path(directory).glob("xla[0-9][0-9][0-9]_*.yml")))
+def pattern_rules() -> Tuple[type, ...]:
+    directory = rule_units.__path__[0]
+    return tuple(load_pattern_rule(os.path.join(directory, f"{stem}.yml")) for stem in rule_units.unit_files(".yml"))

@@ -21,11 +21,11 @@ TEXT = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
 
 def test_fingerprint_covers_yml_rules_the_table_and_subpackages() -> None:
     files = set(cache.fingerprint_files())
-    rules = pathlib.Path(flake8_xla.rules.__path__[0])
-    assert rules / "xla301_dynamic_shape_op.yml" in files  # ast-grep rules end in .yml
-    assert rules / "api_lifecycle.yaml" in files
-    assert pathlib.Path(flake8_xla.__file__) in files
-    assert not any("__pycache__" in p.parts for p in files)
+    rules = os.path.realpath(flake8_xla.rules.__path__[0])
+    assert os.path.join(rules, "xla301_dynamic_shape_op.yml") in files  # ast-grep rules end in .yml
+    assert os.path.join(rules, "api_lifecycle.yaml") in files
+    assert os.path.realpath(flake8_xla.__file__) in files
+    assert not any("__pycache__" in pathlib.Path(p).parts for p in files)
 
 
 def test_fingerprint_changes_with_a_yml_rule_and_nested_code(tmp_path) -> None:
@@ -57,7 +57,7 @@ def test_a_rules_package_inside_flake8_xla_is_walked_once(tmp_path, monkeypatch)
     (tmp_path / "flake8_xla" / "rules" / "r.yml").write_text("id: r\n")
     monkeypatch.setattr(flake8_xla, "__path__", [str(tmp_path / "flake8_xla")])
     monkeypatch.setattr(flake8_xla.rules, "__path__", [str(tmp_path / "flake8_xla" / "rules")])
-    assert cache.fingerprint_files() == [tmp_path / "flake8_xla" / "rules" / "r.yml"]
+    assert cache.fingerprint_files() == [str(tmp_path / "flake8_xla" / "rules" / "r.yml")]
 
 
 # --- (b) a cache file of the wrong shape is treated as empty and rewritten ----------------------
@@ -234,5 +234,6 @@ def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None
     # in a source checkout flake8_xla.__path__ also names the checkout root (for ../rules); walking it
     # would hash .venv and every project file
     roots = [pathlib.Path(package.__path__[0]).resolve() for package in (flake8_xla, flake8_xla.rules)]
-    outside = [path for path in cache.fingerprint_files() if not any(root in path.parents for root in roots)]
+    outside = [path for path in cache.fingerprint_files()
+               if not any(root in pathlib.Path(path).parents for root in roots)]
     assert outside == []

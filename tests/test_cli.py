@@ -187,6 +187,25 @@ def test_noqa_matches_flake8_including_logical_lines(project, capsys) -> None:
     assert [line.split(" ", 2)[:2] for line in flake8.stdout.splitlines()] == expected
 
 
+NOQA_COMMENTS = [
+    "# noqa", "#noqa", "# NOQA", "# noqa:XLA101", "# noqa: XLA101,XLA102", "# noqa: XLA101 , XLA1 E501",
+    "# noqa:  XLA101", "# noqa : XLA101", "# noqa: xla101", "# noqa:XLA", "# noqa: 101", "x = 1  # noqa: E501 why",
+    "# noqa:XLA101,", "## noqa", "# noqa-ish", "# flake8: noqa", "# flake8=noqa", "  # flake8:  NOQA", "#flake8: noqa",
+    "# flake8 noqa", "# flake8: noqa: XLA101", "# type: ignore  # noqa: XLA101\tE501",
+]
+
+
+@pytest.mark.parametrize("comment", NOQA_COMMENTS)
+def test_noqa_comment_grammar_is_flake8_s(comment) -> None:
+    # ours is written out so the CLI need not import flake8; it must read every comment the same way
+    from flake8 import defaults
+    from flake8_xla import noqa
+
+    theirs, ours = defaults.NOQA_INLINE_REGEXP.search(comment), noqa.NOQA_INLINE_REGEXP.search(comment)
+    assert (ours and (ours.span(), ours.group("codes"))) == (theirs and (theirs.span(), theirs.group("codes")))
+    assert bool(noqa.NOQA_FILE.match(comment)) == bool(defaults.NOQA_FILE.match(comment))
+
+
 @pytest.mark.parametrize("odd", ["\u2028", "\x0c", "\x85", "\x1c"])
 def test_noqa_and_columns_after_characters_str_splitlines_breaks_at(project, capsys, odd) -> None:
     # Python and flake8 see one line where str.splitlines() sees two: the noqa stays on line 3

@@ -13,10 +13,8 @@ import io
 import tokenize
 from typing import Dict, List, Sequence, Set, Tuple
 
-from flake8.defaults import NOQA_INLINE_REGEXP
-
 from ..fixing.lines import line_ending, split_lines
-from ..noqa import filter_noqa
+from ..noqa import NOQA_INLINE_REGEXP, filter_noqa
 from ..rule import Diagnostic
 
 NOT_ANNOTATED = ("E902", "E999", "XLA000")  # about the file, not a line: a comment cannot help

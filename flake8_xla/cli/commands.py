@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from typing import List, NoReturn, Optional, Sequence, Tuple
 
@@ -349,6 +348,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     if not ours:  # --cache-dir naming a directory of other things: never delete those
         raise UsageError(f"{display_name(directory)} holds files that are not flake8-xla's result cache; not removed")
     try:
+        import shutil  # `clean` only
+
         shutil.rmtree(directory)
     except OSError as exc:
         raise UsageError(f"cannot remove {display_name(directory)}: {exc.strerror or exc}") from None

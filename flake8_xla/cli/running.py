@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 import os
-import signal
 import sys
 from collections import Counter
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -314,6 +313,7 @@ def die_with_parent(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         try:
             import ctypes  # workers only
+            import signal
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 
 
 class WriteRefused(Exception):
@@ -33,6 +32,8 @@ def write_preserving(path: str, text: str, encoding: str) -> None:
 
 
 def _write_by_rename(target: str, data: bytes, info: os.stat_result) -> None:
+    import tempfile  # fix only
+
     fd, tmp = tempfile.mkstemp(prefix=".flake8-xla-", suffix=".tmp", dir=os.path.dirname(target))
     try:
         with os.fdopen(fd, "wb") as f:

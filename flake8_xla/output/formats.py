@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import pathlib
-import urllib.parse
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence
 
 from .. import __version__
@@ -143,6 +141,9 @@ def _sarif_foreign_rule(code: str) -> dict:
 
 def _artifact_location(path: str) -> dict:
     # SARIF wants URIs: absolute paths become file URIs, relative ones stay relative to the checkout root.
+    import pathlib  # SARIF only: these two cost ~5 ms of every start
+    import urllib.parse
+
     pure = pathlib.PurePath(path)
     if pure.is_absolute():
         return {"uri": pure.as_uri()}
