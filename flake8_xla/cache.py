@@ -181,9 +181,9 @@ class ResultCache:
                 full = os.path.join(self.directory, stale)
                 if _RESULTS_RE.fullmatch(stale) and full != self.path:
                     os.unlink(full)
-            import tempfile  # only when there is something to save
-
-            fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.directory)
+            # named by our pid (not tempfile: random and hashlib, ~4 ms of a start); replaced atomically
+            tmp = os.path.join(self.directory, f".results-{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump(data, f, separators=(",", ":"))
