@@ -29,7 +29,8 @@ def _code_block(source: str, lang: str = "python") -> str:
 
 
 def _versions(row: ApiRow) -> str:
-    return f"{row.deprecated_in or '—'} | {row.removed_in or '—'}"
+    before = f"fails before {row.added_in}" if row.added_in and row.kind == "argument" else ""
+    return f"{row.deprecated_in or '—'} | {row.removed_in or before or '—'}"
 
 
 def _replacement(row: ApiRow) -> str:

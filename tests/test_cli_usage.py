@@ -276,3 +276,15 @@ def test_show_settings_names_the_directory_the_target_came_from(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     out = run(capsys, "check", "--isolated", "--show-settings", "tools/b.py")[1]
     assert f"target for .: torch_xla 2.6, from {tmp_path}/pyproject.toml:3: torch_xla>=2.6 (1 file)\n" in out
+
+
+def test_help_of_the_program_and_of_a_command(project, capsys) -> None:
+    # a command's options are built only when the arguments name it: --help must still show them all
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and all(name in out for name in ("check", "fix", "explain", "rules", "clean"))
+    code, out, _ = run(capsys, "check", "--help")
+    assert code == 0 and "--no-cache" in out and "--statistics" in out and "--target-version" in out
+    code, out, _ = run(capsys, "fix", "--help")
+    assert code == 0 and "--diff" in out and "--statistics" not in out
+    code, _, err = run(capsys, "chekc", "a.py")
+    assert code == 2 and "invalid choice: 'chekc'" in err

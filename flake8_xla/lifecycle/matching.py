@@ -194,8 +194,9 @@ class LifecycleRule(Rule):
             return False
         if row.status == "planned":
             return "planned" in self.states
-        return any(s in self.states for s in ("removed", "deprecated")
-                   if (s == "removed" and row.removed_in) or (s == "deprecated" and row.deprecated_in))
+        return any(s in self.states for s in ("removed", "deprecated", "unavailable")
+                   if (s == "removed" and row.removed_in) or (s == "deprecated" and row.deprecated_in)
+                   or (s == "unavailable" and row.added_in and row.kind == "argument"))
 
 
 _PLAN_PHRASES = {

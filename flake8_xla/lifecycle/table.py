@@ -17,7 +17,7 @@ from ..analysis.semantic import Reference
 from ..versions import Version, parse_version
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
-STATUSES = ("removed", "deprecated", "planned")
+STATUSES = ("removed", "deprecated", "planned", "current")  # current: fine on the newest, fails before added_in
 FIX_KINDS = ("rename", "rename_module", "delete_import", "rename_keyword", "keyword_arguments",
              "drop_arguments", "manual")
 FIX_SAFETY = ("safe", "unsafe", "none")
@@ -74,13 +74,18 @@ class ApiRow(NamedTuple):
     argument: Optional[ArgumentChange] = None
     env: Optional[EnvVar] = None
     references: Tuple[str, ...] = ()
+    # the first release that has it: a target before it lacks the API (no lifecycle use) or, for an
+    # argument row, the keyword (the call fails there: state "unavailable", XLA105)
+    added_in: Optional[Version] = None
 
     @property
     def name(self) -> str:
         return self.names[0] if self.names else (self.env.name if self.env else self.id)
 
     def state(self, target: Version) -> Optional[str]:
-        """removed / deprecated / planned on ``target``, or None when the use is fine there."""
+        """removed / deprecated / planned / unavailable on ``target``, or None when the use is fine there."""
+        if self.added_in is not None and target < self.added_in:
+            return "unavailable" if self.kind == "argument" else None
         if self.status == "planned":
             return "planned"
         if self.removed_in is not None and target >= self.removed_in:
@@ -186,6 +191,7 @@ def _row(raw: dict) -> ApiRow:
         ) if argument else None,
         env=EnvVar(env["name"], bool(env.get("prefix", False)), tuple(env.get("values", ()))) if env else None,
         references=tuple(raw.get("references", ())),
+        added_in=_version(raw.get("added_in")),
     )
 
 
