@@ -8,7 +8,7 @@ class ChangedArgument(LifecycleRule):
     name = "changed-argument"
     summary = "A torch_xla call whose arguments stopped working or are deprecated"
     kinds = ("argument",)
-    states = ("removed", "deprecated")
+    states = ("removed", "deprecated", "unavailable")
     what_it_does = (
         "Flags calls that pass an argument torch_xla no longer accepts in that form: `defval` of "
         "the ordinal/world-size helpers, `devkind` of `get_xla_supported_devices`, "
@@ -36,6 +36,8 @@ class ChangedArgument(LifecycleRule):
             target="2.4",
             title="defval still existed in 2.4",
         ),
+        Example("import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
+                title="the graph limit's keyword from 2.8"),
         Example(
             "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
             "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n\n"
@@ -44,6 +46,21 @@ class ChangedArgument(LifecycleRule):
         ),
     )
     invalid = (
+        Example(
+            "import torch_xla\n\nstep = torch_xla.compile(step, num_different_graphs_allowed=2)\n",
+            expect=((3, 32, "torch_xla.compile(): the `num_different_graphs_allowed` keyword fails since torch_xla "
+                            "2.8 (TypeError); use max_different_graphs= (2.8+)"),),
+            title="the graph limit's keyword renamed in 2.8 without an alias",
+            fixed="import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
+        ),
+        Example(
+            "import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
+            target="2.7",
+            expect=((3, 32, "torch_xla.compile(): the `max_different_graphs` keyword fails before torch_xla 2.8 "
+                            "(TypeError); 2.5-2.7 cannot enforce a graph limit (their num_different_graphs_allowed= "
+                            "fails when the function is called): drop the argument until the target is 2.8"),),
+            title="... and the new keyword on an older target",
+        ),
         Example(
             "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
             "model = FSDP(model, mark_step_on_finalization=True)\n",
@@ -93,6 +110,8 @@ class ChangedArgument(LifecycleRule):
         assert row.argument is not None
         if use.state == "removed":
             status = f"fails since torch_xla {row.removed_in} ({row.effect})"
+        elif use.state == "unavailable":
+            status = f"fails before torch_xla {row.added_in} ({row.effect})"
         else:
             status = removal_phrase(row, use.state)
         return f"{use.api}: {row.argument.label} {status}; {row.advice(use.target)}"

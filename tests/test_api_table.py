@@ -34,6 +34,9 @@ def test_status_matches_the_versions(row) -> None:
     """`status` is the state on the newest release; it must agree with deprecated_in/removed_in."""
     if row.status == "planned":
         assert row.deprecated_in is None and row.removed_in is None and row.plan
+    elif row.status == "current":
+        assert row.kind == "argument" and row.added_in and not (row.deprecated_in or row.removed_in or row.plan)
+        assert row.state(TABLE.latest) is None
     else:
         assert row.plan is None
         assert row.state(TABLE.latest) == row.status

@@ -44,10 +44,16 @@ EXPECTED_SKIPS = {
 _LONG_GAP = ("XLA_USE_32BIT_LONG is not read in 2.5.1: the string is absent from _XLAC.so (present in 2.4 and 2.6+) "
              "and 2.5.1 __init__.py:183-189 only warns it is deprecated; the table cannot express the 2.5 gap")
 
-# Deviations the table cannot express (it has one deprecated_in/removed_in per row); each is
-# written in the row's notes. They must still be found: if the wheels change, this test says so.
+_BROKEN_GPU = ("experimental/gpu.py still registers its aliases, but they name _internal.gpu functions gone since "
+               "2.2, so the import raises AttributeError (seen on the installed 2.3): removed in effect; a static "
+               "reader sees only the register_deprecated calls")
+
+# Deviations the table cannot express (it has one deprecated_in/removed_in per row) or the static
+# reader cannot see; each is written in the row's notes. They must still be found: if the wheels
+# change, this test says so.
 ACCEPTED_DEVIATIONS = {
     ("env-xla-use-32bit-long", "2.5.1", "deprecated", "removed"): _LONG_GAP,
+    **{("experimental-gpu", release, "removed", "deprecated"): _BROKEN_GPU for release in ("2.2.0", "2.3.0", "2.4.0")},
 }
 
 

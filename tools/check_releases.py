@@ -65,8 +65,9 @@ BACKEND_REMOVED = r"XLA:{b}\b[^.]*\bnot supported"
 # The table, through the same typed loader the linter uses.
 
 def implied_state(row: ApiRow, v: Version) -> str:
-    """The state the table implies on release ``v`` (planned rows are simply present)."""
-    return {"removed": REMOVED, "deprecated": DEPRECATED}.get(row.state(v) or "", PRESENT)
+    """The state the table implies on release ``v`` (planned rows are simply present; a keyword or
+    value before its ``added_in`` fails there, as a removed one does)."""
+    return {"removed": REMOVED, "deprecated": DEPRECATED, "unavailable": REMOVED}.get(row.state(v) or "", PRESENT)
 
 
 def load_table(path: Path = TABLE) -> List[ApiRow]:

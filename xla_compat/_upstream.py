@@ -20,7 +20,8 @@ def module(name: str) -> ModuleType:
 
 
 def _missing_torch_xla(exc: ImportError) -> bool:
-    return getattr(exc, "name", None) in ("torch_xla", "torch") or "torch_xla" in str(exc)
+    # torch_xla itself (or torch) is absent; a submodule an older release lacks is another matter
+    return getattr(exc, "name", None) in ("torch_xla", "torch")
 
 
 def torch_xla() -> ModuleType:

@@ -5,7 +5,7 @@ torch_xla has; its docstring names that API and the release that introduced it.
 """
 from __future__ import annotations
 
-import warnings
+import contextlib
 from types import ModuleType
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -78,15 +78,23 @@ def device_hw(device: Any = None) -> str:
 
 def sync(wait: bool = False, reset_scope: bool = True) -> None:
     """Execute the pending lazy graph. Upstream: ``torch_xla.sync()`` (2.4+; ``wait=`` from 2.5,
-    ``reset_scope=`` from 2.8); before 2.4, ``xm.mark_step(wait=...)``."""
+    ``reset_scope=`` from 2.8); otherwise ``xm.mark_step(wait=..., reset_scope=...)``. A release
+    whose ``mark_step`` always resets the IR scope raises NotImplementedError for ``reset_scope=False``."""
     fn = getattr(up.torch_xla(), "sync", None)
-    if fn is not None and (not wait or up.accepts(fn, "wait")):
+    if fn is not None and (not wait or up.accepts(fn, "wait")) and (reset_scope or up.accepts(fn, "reset_scope")):
         kwargs = {"wait": wait} if wait else {}
-        if not reset_scope and up.accepts(fn, "reset_scope"):
+        if not reset_scope:
             kwargs["reset_scope"] = False
         fn(**kwargs)
         return
-    up.xm().mark_step(wait=wait)
+    mark_step = up.xm().mark_step
+    if reset_scope:
+        mark_step(wait=wait)
+    elif up.accepts(mark_step, "reset_scope"):
+        mark_step(wait=wait, reset_scope=False)
+    else:
+        raise NotImplementedError(f"torch_xla {up.torch_xla().__version__} resets the IR scope at every sync: "
+                                  "sync(reset_scope=False) needs a release whose xm.mark_step takes reset_scope")
 
 
 def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug_single_process: bool = False) -> Any:
@@ -115,26 +123,80 @@ def get_rng_state(device: Any = None) -> int:
     return txla._XLAC._xla_get_rng_seed(name)
 
 
+# what upstream's compile() calls to set the graph limit, by the parameter it takes it as: 2.5-2.7's
+# _XLAC has no such binding (upstream fails at the first call), 2.8's has
+_LIMIT_BINDING = {"max_different_graphs": "_dynamic_shape_detector_set_max_different_graphs",
+                  "num_different_graphs_allowed": "_dynamic_shape_detector_set_max_num_different_graphs_allowed"}
+_FULL_GRAPH_BINDINGS = ("_get_allow_execution", "_set_allow_execution")
+_NAME_BINDINGS = ("_get_current_graph_name", "_set_current_graph_name")
+
+
 def compile(f: Optional[Callable] = None, full_graph: bool = False, name: Optional[str] = None,
             max_different_graphs: Optional[int] = None):
-    """Trace ``f`` into one graph. Upstream: ``torch_xla.compile`` (2.5+); its graph-count parameter
-    is ``num_different_graphs_allowed`` in 2.5-2.7 and ``max_different_graphs`` from 2.8; on 2.4,
-    ``torch_xla.experimental.compile``."""
-    upstream = getattr(up.torch_xla(), "compile", None)
+    """Trace ``f`` (or, without ``f``, the body of a ``with``) into one graph: pending work is
+    synced first and the traced graph runs at the end. Upstream: ``torch_xla.compile`` (2.5+), whose
+    graph-count parameter is ``num_different_graphs_allowed`` in 2.5-2.7 and ``max_different_graphs``
+    from 2.8. Before 2.5 the same tracing is done here. An argument the installed release cannot
+    honour raises NotImplementedError instead of being dropped: ``full_graph`` and ``name`` before
+    2.5, the graph limit before 2.8."""
+    txla = up.torch_xla()
+    upstream = getattr(txla, "compile", None)
     if upstream is None:
-        legacy = up.newest(lambda: up.module("torch_xla.experimental").compile)
-        return legacy(f) if f is not None else legacy
+        _require(txla, "full_graph", full_graph, _FULL_GRAPH_BINDINGS)
+        _require(txla, "name", name is not None, _NAME_BINDINGS)
+        if max_different_graphs is not None:  # upstream's detector sessions are not rebuilt here
+            raise _cannot(txla, "max_different_graphs")
+        tracing = _tracing(txla._XLAC, full_graph, name)
+        return tracing if f is None else tracing(f)  # a decorated f enters a fresh context per call
     kwargs: dict = {"full_graph": full_graph, "name": name}
-    if max_different_graphs is not None and not hasattr(
-            up.torch_xla()._XLAC, "_dynamic_shape_detector_set_max_num_different_graphs_allowed"):
-        # e.g. 2.5.1: the Python side accepts the limit but the binding it calls is missing.
-        warnings.warn(f"torch_xla {up.torch_xla().__version__} cannot enforce max_different_graphs; "
-                      "compiling without the limit", UserWarning, stacklevel=2)
-        max_different_graphs = None
     if max_different_graphs is not None:
         key = "max_different_graphs" if up.accepts(upstream, "max_different_graphs") else "num_different_graphs_allowed"
+        _require(txla, "max_different_graphs", True, (_LIMIT_BINDING[key],))
         kwargs[key] = max_different_graphs
     return upstream(f, **kwargs) if f is not None else upstream(**kwargs)
+
+
+def _cannot(txla: ModuleType, argument: str) -> NotImplementedError:
+    return NotImplementedError(f"torch_xla {txla.__version__} cannot honour compile({argument}=...): the release "
+                               "lacks what enforces it; use a newer torch_xla or drop the argument")
+
+
+def _require(txla: ModuleType, argument: str, asked: bool, bindings: Sequence[str]) -> None:
+    if asked and not all(hasattr(txla._XLAC, b) for b in bindings):
+        raise _cannot(txla, argument)
+
+
+def _tracing(bindings: Any, full_graph: bool, name: Optional[str]):
+    """What torch_xla.compile does, for releases without it: no eager mode inside (2.4 has one),
+    pending work synced before, execution forbidden inside when ``full_graph``, the graph named,
+    and the traced graph run at the end; every setting restored afterwards."""
+
+    @contextlib.contextmanager
+    def tracing():
+        eager = bindings._get_use_eager_mode() if hasattr(bindings, "_get_use_eager_mode") else None
+        if eager:
+            bindings._set_use_eager_mode(False)
+        previous_name = bindings._get_current_graph_name() if name is not None else None
+        allowed = bindings._get_allow_execution() if full_graph else None
+        try:
+            sync()
+            if name is not None:
+                bindings._set_current_graph_name(name)
+            if full_graph:
+                bindings._set_allow_execution(False)
+            try:
+                yield
+            finally:
+                if full_graph:
+                    bindings._set_allow_execution(allowed)
+                sync()
+        finally:
+            if eager:
+                bindings._set_use_eager_mode(True)
+            if name is not None:
+                bindings._set_current_graph_name(previous_name)
+
+    return tracing()
 
 
 def spmd() -> ModuleType:

@@ -1,6 +1,7 @@
 """Per-step helpers: step closures, a throughput meter, and the DDP-style gradient step."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -22,7 +23,8 @@ class RateTracker:
     the usability plan makes internal; pure Python, no device sync."""
 
     def __init__(self, smooth_factor: Optional[float] = None, clock: Callable[[], float] = time.monotonic) -> None:
-        smooth_factor = 0.4 if smooth_factor is None else smooth_factor  # upstream's default
+        if smooth_factor is None:  # upstream's default, and the variable it reads it from
+            smooth_factor = float(os.environ.get("RATE_TRACKER_SMOOTHING", 0.4))
         if not 0.0 <= smooth_factor < 1.0:
             raise ValueError(f"smooth_factor must be in [0, 1), got {smooth_factor}")
         self._smooth = smooth_factor
@@ -39,8 +41,8 @@ class RateTracker:
     def rate(self) -> float:
         now = self._clock()
         elapsed = now - self._last
-        if elapsed <= 0:
-            return self._rate or 0.0
+        if elapsed <= 0:  # as upstream: no time, no rate (and nothing is consumed)
+            return 0.0
         current = self._pending / elapsed
         self._rate = current if self._rate is None else (1 - self._smooth) * current + self._smooth * self._rate
         self._pending = 0.0

@@ -192,11 +192,10 @@ class LifecycleRule(Rule):
         """Whether this rule can report ``row`` on some release (for the generated docs)."""
         if row.kind not in self.kinds:
             return False
-        if row.status == "planned":
-            return "planned" in self.states
-        return any(s in self.states for s in ("removed", "deprecated", "unavailable")
-                   if (s == "removed" and row.removed_in) or (s == "deprecated" and row.deprecated_in)
-                   or (s == "unavailable" and row.added_in and row.kind == "argument"))
+        reachable = {"planned": row.plan is not None, "removed": row.removed_in is not None,
+                     "deprecated": row.deprecated_in is not None,
+                     "unavailable": row.added_in is not None and row.kind in ("argument", "env_var")}
+        return any(reachable.get(state, False) for state in self.states)
 
 
 _PLAN_PHRASES = {

@@ -74,8 +74,8 @@ class ApiRow(NamedTuple):
     argument: Optional[ArgumentChange] = None
     env: Optional[EnvVar] = None
     references: Tuple[str, ...] = ()
-    # the first release that has it: a target before it lacks the API (no lifecycle use) or, for an
-    # argument row, the keyword (the call fails there: state "unavailable", XLA105)
+    # the first release that has it: a target before it lacks the API (no lifecycle use), or, for an
+    # argument or environment row, the keyword or value (it fails there: state "unavailable")
     added_in: Optional[Version] = None
 
     @property
@@ -83,16 +83,15 @@ class ApiRow(NamedTuple):
         return self.names[0] if self.names else (self.env.name if self.env else self.id)
 
     def state(self, target: Version) -> Optional[str]:
-        """removed / deprecated / planned / unavailable on ``target``, or None when the use is fine there."""
+        """removed / deprecated / planned / unavailable on ``target``, or None when the use is fine there.
+        A planned row that started to warn (``deprecated_in``) is planned before that release."""
         if self.added_in is not None and target < self.added_in:
-            return "unavailable" if self.kind == "argument" else None
-        if self.status == "planned":
-            return "planned"
+            return "unavailable" if self.kind in ("argument", "env_var") else None
         if self.removed_in is not None and target >= self.removed_in:
             return "removed"
         if self.deprecated_in is not None and target >= self.deprecated_in:
             return "deprecated"
-        return None
+        return "planned" if self.plan is not None else None
 
     def upstream_on(self, target: Optional[Version]) -> bool:
         """Whether an upstream replacement exists on ``target`` (None: on some release)."""

@@ -7,7 +7,6 @@ why each does not apply (tools/runtime_on_release.sh runs this directory on each
 import os
 from importlib import metadata
 
-import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 

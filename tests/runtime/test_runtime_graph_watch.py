@@ -14,7 +14,6 @@ from typing import Iterator, List
 
 import pytest
 import torch
-import torch_xla
 import torch_xla.debug.metrics as met
 from torch_xla.distributed.parallel_loader import MpDeviceLoader
 
@@ -44,8 +43,8 @@ def _fresh_width() -> int:
 
 
 def _on_device(*shape: int) -> torch.Tensor:
-    t = torch.ones(*shape, device=torch_xla.device())
-    torch_xla.sync()  # device data from here on, so step 1 does not carry the tensor's creation
+    t = torch.ones(*shape, device=xla_compat.device())
+    xla_compat.sync()  # device data from here on, so step 1 does not carry the tensor's creation
     return t
 
 
@@ -73,7 +72,7 @@ def _fallback(ops: str, step: int) -> str:
 
 def test_static_training_loop_stays_silent() -> None:
     width = _fresh_width()
-    dev = torch_xla.device()
+    dev = xla_compat.device()
     model = torch.nn.Sequential(torch.nn.Linear(width, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to(dev)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)  # momentum: a second warm-up graph
     inputs, labels = torch.randn(8, width).to(dev), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]).to(dev)
@@ -85,7 +84,7 @@ def test_static_training_loop_stays_silent() -> None:
                 loss = torch.nn.functional.cross_entropy(model(inputs), labels)
                 loss.backward()
                 optimizer.step()
-                torch_xla.sync()
+                xla_compat.sync()
                 watch.step()
     assert (met.counter_value("UncachedCompile") or 0) - compiles_before == 2  # both in the warm-up
     assert messages == []
@@ -99,7 +98,7 @@ def test_compiles_during_warm_up_are_reported_without_it() -> None:
     with _graph_warnings() as messages:
         with GraphWatch(warmup_steps=0, summary=False) as watch:
             out = (x * 2).sum()
-            torch_xla.sync()
+            xla_compat.sync()
             watch.step()
     assert messages == ["GraphWatch: 1 new graph compiled at step 1, after 0 warm-up steps" + RECOMPILE_CAUSES]
     assert watch.report().recompiles == Finding(first_step=1, steps=1, count=1)
@@ -114,7 +113,7 @@ def test_changing_shapes_warn_once_at_the_first_recompiling_step() -> None:
             for step in range(1, 9):
                 n = width if step <= 3 else width + step  # a new length from step 4 on
                 out = (x[:, :n] * 2).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 watch.step()
     summary = ("GraphWatch summary after 8 steps (2 warm-up): recompiled: 5 graphs in 5 steps, first at step 4")
     assert messages == [_recompile(4), summary]
@@ -135,7 +134,7 @@ def test_reading_a_value_every_step_warns_about_host_transfers(read, scalar_read
         with GraphWatch() as watch:
             for _ in range(8):
                 loss = (x * 3).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 read(loss)
                 watch.step()
     summary = "GraphWatch summary after 8 steps (2 warm-up): host transfers: 6 transfers in 6 steps, first at step 3"
@@ -149,7 +148,7 @@ def test_reading_a_value_every_other_step_stays_silent() -> None:
         with GraphWatch() as watch:
             for step in range(1, 11):
                 loss = (x * 3).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 if step % 2 == 0:  # throttled logging: the run of transferring steps never reaches 3
                     loss.item()
                 watch.step()
@@ -164,7 +163,7 @@ def test_nonzero_in_the_step_warns_about_the_cpu_fallback_not_a_host_transfer() 
             for _ in range(8):
                 picked = torch.nonzero(x > 0.5)  # noqa: XLA301 -- the fallback under test
                 out = (picked * 2).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 watch.step()
     summary = ("GraphWatch summary after 8 steps (2 warm-up): aten::nonzero on the CPU: 6 calls in 6 steps, "
                "first at step 3")
@@ -183,7 +182,7 @@ def test_fallbacks_before_the_watch_are_not_blamed_on_the_loop_but_new_ones_are(
                 out = (x * 2).sum()
                 if step >= 5:
                     out = out + torch.unique(x).sum()  # noqa: XLA301 -- aten::_unique2, from step 5 on
-                torch_xla.sync()
+                xla_compat.sync()
                 watch.step()
     # the op is new to the step, so the step's graph is new too
     assert messages == [_recompile(5), _fallback("aten::_unique2", 5)]
@@ -199,7 +198,7 @@ def test_each_cause_is_warned_once_and_the_report_counts_every_step() -> None:
                 n = 4 if step <= 3 else step + 1  # a new length from step 4 on
                 picked = torch.nonzero(x[:, :n] > 0.5)  # noqa: XLA301 -- the fallback; its shape follows n
                 loss = (picked * 2).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 loss.item()
                 watch.step()
     summary = ("GraphWatch summary after 8 steps (2 warm-up): recompiled: 10 graphs in 5 steps, first at step 4; "
@@ -222,7 +221,7 @@ def test_clearing_the_metrics_during_the_loop_is_not_a_finding() -> None:
         with GraphWatch() as watch:
             for step in range(1, 7):
                 out = (x * 2).sum()
-                torch_xla.sync()
+                xla_compat.sync()
                 if step == 4:
                     met.clear_all()  # someone else resets the process-global counters
                 watch.step()
@@ -239,7 +238,7 @@ def _loader(samples: int, width: int, drop_last: bool) -> torch.utils.data.DataL
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_watch_steps_over_an_mp_device_loader_flags_the_short_last_batch(drop_last: bool) -> None:
     width = _fresh_width()
-    dev = torch_xla.device()
+    dev = xla_compat.device()
     model = torch.nn.Linear(width, 3).to(dev)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = MpDeviceLoader(_loader(22, width, drop_last), dev)  # 5 batches of 4, then one of 2
@@ -264,7 +263,7 @@ def test_watch_steps_warns_at_the_users_loop_and_summarizes_after_break() -> Non
         warnings.simplefilter("always")
         for step in xla_compat.watch_steps(range(1, 100)):
             loss = (x * 2).sum()
-            torch_xla.sync()
+            xla_compat.sync()
             loss.item()
             if step == 6:
                 break
@@ -283,7 +282,7 @@ def test_step_warnings_point_at_the_callers_line() -> None:
         warnings.simplefilter("always")
         with GraphWatch(warmup_steps=0) as watch:
             out = (x * 2).sum()
-            torch_xla.sync()
+            xla_compat.sync()
             watch.step()
     assert [w.filename for w in caught] == [__file__, __file__]  # the recompile, then the summary
     assert out.item() == 2 * x.numel()
@@ -300,7 +299,7 @@ def test_a_graph_warning_turned_into_an_error_stops_the_loop_without_a_summary()
             with GraphWatch() as watch:
                 for step in range(1, 6):
                     out = (x[:, :width + step] * 2).sum()  # a new shape every step
-                    torch_xla.sync()
+                    xla_compat.sync()
                     steps_run = step
                     watch.step()
     assert str(raised.value) == _recompile(3)

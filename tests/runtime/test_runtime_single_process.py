@@ -1,4 +1,7 @@
-"""xla_compat against the real torch_xla 2.9 on the CPU, in one process."""
+"""xla_compat against the real torch_xla on the CPU, in one process: whichever release is installed
+(2.9 for the README's test command; tools/runtime_on_release.sh runs the others)."""
+import functools
+import inspect
 import pickle
 import warnings
 
@@ -18,17 +21,30 @@ def test_topology_matches_upstream() -> None:
     assert xla_compat.local_ordinal() == xr.local_ordinal() == 0
 
 
+def _upstream_device():
+    """This process's device as the release itself names it (torch_xla.device() is 2.3+)."""
+    if hasattr(torch_xla, "device"):
+        return torch_xla.device()
+    return xm.xla_device()  # noqa: XLA102 -- the API replaced, on releases without the new one
+
+
 def test_devices_match_upstream() -> None:
-    assert xla_compat.device() == torch_xla.device()
-    assert xla_compat.devices() == torch_xla.devices()
-    assert xla_compat.real_devices() == torch_xla.real_devices() == ["CPU:0"]
+    assert xla_compat.device() == _upstream_device() == torch.device("xla:0")
+    assert xla_compat.devices() == [torch.device("xla:0")]
+    assert xla_compat.real_devices() == ["CPU:0"]
     assert xla_compat.device_type() == xr.device_type() == "CPU"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        upstream_hw = xm.xla_device_hw(torch_xla.device())  # noqa: XLA103 -- the API replaced
-    assert xla_compat.device_hw() == xla_compat.device_hw(torch_xla.device()) == upstream_hw == "CPU"
+        upstream_hw = xm.xla_device_hw(_upstream_device())  # noqa: XLA103 -- the API replaced
+    assert xla_compat.device_hw() == xla_compat.device_hw(_upstream_device()) == upstream_hw == "CPU"
     with pytest.raises(ValueError, match="is not one of this process's devices"):
         xla_compat.device_hw("xla:5")
+
+
+@pytest.mark.release(">=2.3", why="torch_xla.devices() and torch_xla.real_devices() are 2.3+")
+def test_device_lists_match_the_upstream_functions() -> None:
+    assert xla_compat.devices() == torch_xla.devices()
+    assert xla_compat.real_devices() == torch_xla.real_devices()
 
 
 def _executions() -> int:
@@ -47,6 +63,32 @@ def test_sync_executes_the_pending_graph(wait: bool) -> None:
     assert t.cpu().tolist() == [4.0] * 4
 
 
+@pytest.mark.release(">=2.4", why="xm.mark_step takes reset_scope from 2.4 (test_sync_refuses_reset_scope...)")
+def test_sync_passes_reset_scope_on(monkeypatch) -> None:
+    calls = []
+    for owner, name in ((torch_xla, "sync"), (xm, "mark_step")):
+        real = getattr(owner, name, None)
+        if real is not None:
+            @functools.wraps(real)  # keeps the signature xla_compat inspects
+            def spy(*args, _real=real, _name=name, **kwargs):
+                calls.append((_name, kwargs.get("reset_scope", True)))
+                return _real(*args, **kwargs)
+            monkeypatch.setattr(owner, name, spy)
+    t = torch.ones(2, device=xla_compat.device()) * 2
+    before = _executions()
+    xla_compat.sync(reset_scope=False)
+    xm.wait_device_ops()
+    assert _executions() == before + 1 and t.cpu().tolist() == [2.0, 2.0]
+    new_sync = "reset_scope" in inspect.signature(torch_xla.sync).parameters  # 2.8+
+    assert calls == [("sync" if new_sync else "mark_step", False)]
+
+
+@pytest.mark.release("<2.4", why="from 2.4 reset_scope is passed on (test_sync_passes_reset_scope_on)")
+def test_sync_refuses_reset_scope_it_cannot_honour() -> None:
+    with pytest.raises(NotImplementedError, match=f"torch_xla {torch_xla.__version__} resets the IR scope at every"):
+        xla_compat.sync(reset_scope=False)
+
+
 def test_manual_seed_reproduces_random_streams() -> None:
     dev = xla_compat.device()
     xla_compat.manual_seed(1234)
@@ -60,25 +102,72 @@ def test_manual_seed_reproduces_random_streams() -> None:
     assert xla_compat.get_rng_state() == xm.get_rng_state() == 77  # noqa: XLA103 -- the API replaced
 
 
-def test_compile_matches_eager() -> None:
+def _double_sum(x):
+    return (x * 2).sum()
+
+
+def _reads_a_value(x):
+    y = x * 2
+    return y + 1 if y.sum().item() > 0 else y  # executes the graph inside: not one graph
+
+
+def test_compile_matches_eager_as_decorator_and_as_context() -> None:
     dev = xla_compat.device()
-
-    def step(x):
-        return (x * 2).sum()
-
     x = torch.arange(6.0, device=dev)
-    enforceable = hasattr(torch_xla._XLAC, "_dynamic_shape_detector_set_max_num_different_graphs_allowed")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compiled = xla_compat.compile(step, max_different_graphs=2)
-    assert [str(w.message) for w in caught if "max_different_graphs" in str(w.message)] == (
-        [] if enforceable else [f"torch_xla {torch_xla.__version__} cannot enforce max_different_graphs; "
-                                "compiling without the limit"])
-    assert compiled(x).item() == step(x).item() == 30.0
+    assert xla_compat.compile(_double_sum)(x).item() == _double_sum(x).item() == 30.0
+    before = _executions()
+    with xla_compat.compile():
+        y = torch.ones(3, device=dev) * 5
+    xm.wait_device_ops()
+    assert _executions() == before + 1  # the body's graph ran when the block ended
+    assert y.cpu().tolist() == [5.0] * 3
 
 
+@pytest.mark.release(">=2.8", why="2.5-2.7's compile() calls a limit binding their _XLAC does not have")
+def test_compile_enforces_the_graph_limit() -> None:
+    dev = xla_compat.device()
+    compiled = xla_compat.compile(_double_sum, max_different_graphs=1)
+    assert compiled(torch.arange(6.0, device=dev)).item() == 30.0
+    assert compiled(torch.arange(6.0, device=dev) + 1).item() == 42.0  # same shape: the same graph
+    with pytest.raises(RuntimeError, match="Maximum number of different graphs allowed per function exceeded: 1"):
+        compiled(torch.arange(7.0, device=dev))
+
+
+@pytest.mark.release("<2.8", why="from 2.8 the limit is enforced (test_compile_enforces_the_graph_limit)")
+def test_compile_refuses_a_graph_limit_it_cannot_enforce() -> None:
+    message = (f"torch_xla {torch_xla.__version__} cannot honour compile(max_different_graphs=...): the release "
+               "lacks what enforces it; use a newer torch_xla or drop the argument")
+    with pytest.raises(NotImplementedError) as raised:
+        xla_compat.compile(_double_sum, max_different_graphs=2)
+    assert str(raised.value) == message
+
+
+@pytest.mark.release(">=2.5", why="execution inside a traced region can be forbidden from 2.5 (_set_allow_execution)")
+def test_compile_full_graph_forbids_execution_inside() -> None:
+    dev = xla_compat.device()
+    assert xla_compat.compile(_double_sum, full_graph=True, name="double_sum")(torch.arange(6.0, device=dev)).item() \
+        == 30.0
+    with pytest.raises(RuntimeError, match="Unexpected execution"):
+        xla_compat.compile(_reads_a_value, full_graph=True)(torch.arange(6.0, device=dev))
+    assert xla_compat.compile(_reads_a_value)(torch.arange(3.0, device=dev)).cpu().tolist() == [1.0, 3.0, 5.0]
+
+
+@pytest.mark.release("<2.5", why="from 2.5 full_graph is honoured (test_compile_full_graph_forbids_execution_inside)")
+def test_compile_refuses_full_graph_it_cannot_honour() -> None:
+    with pytest.raises(NotImplementedError, match=r"cannot honour compile\(full_graph=\.\.\.\)"):
+        xla_compat.compile(_double_sum, full_graph=True)
+
+
+@pytest.mark.release(">=2.2", why="torch_xla.distributed.spmd is 2.2+ (test_spmd_module_before_2_2)")
 def test_spmd_module() -> None:
     import torch_xla.distributed.spmd as xs
+
+    assert xla_compat.spmd() is xs
+
+
+@pytest.mark.release("<2.2", why="from 2.2 the module is torch_xla.distributed.spmd (test_spmd_module)")
+def test_spmd_module_before_2_2() -> None:
+    import torch_xla.experimental.xla_sharding as xs
 
     assert xla_compat.spmd() is xs
 
@@ -102,8 +191,24 @@ def test_rate_tracker_with_a_fake_clock() -> None:
     now[0] = 104.0
     assert tracker.rate() == 0.5 * 15.0 + 0.5 * 5.0
     assert tracker.global_rate() == 40 / 4.0
+    tracker.add(8)
+    assert tracker.rate() == 0.0  # no time elapsed: no rate, as upstream; the count waits for the next call
+    now[0] = 105.0
+    assert tracker.rate() == 0.5 * 8.0 + 0.5 * 10.0
     with pytest.raises(ValueError, match="smooth_factor"):
         xla_compat.RateTracker(smooth_factor=1.0)
+
+
+def test_rate_tracker_reads_upstreams_smoothing_variable(monkeypatch) -> None:
+    monkeypatch.setenv("RATE_TRACKER_SMOOTHING", "0.25")
+    now = [0.0]
+    tracker = xla_compat.RateTracker(clock=lambda: now[0])
+    rates = []
+    for count, at in ((10, 1.0), (30, 2.0)):
+        tracker.add(count)
+        now[0] = at
+        rates.append(tracker.rate())
+    assert rates == [10.0, 0.75 * 30.0 + 0.25 * 10.0]
 
 
 def _model_and_optimizer(dev):
