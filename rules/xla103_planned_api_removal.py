@@ -62,9 +62,10 @@ class PlannedApiRemoval(LifecycleRule):
         Example(
             "import functools\nimport torch_xla.core.xla_model as xm\n\n"
             "barrier = functools.partial(xm.rendezvous, 'init')\n",
+            target="2.7",
             expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
-                            "(no warning as of torch_xla 2.9); use torch.distributed.barrier()"),),
-            title="a reference without a call",
+                            "(it warns from torch_xla 2.8); use torch.distributed.barrier()"),),
+            title="a reference without a call (from 2.8 it is XLA102: it warns)",
             fixed=("import functools\n"
                    "import xla_compat\n"
                    "\n"

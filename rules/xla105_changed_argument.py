@@ -38,6 +38,8 @@ class ChangedArgument(LifecycleRule):
         ),
         Example("import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
                 title="the graph limit's keyword from 2.8"),
+        Example("import torch_xla\nimport torch_xla.core.xla_model as xm\n\n"
+                "used = xm.get_memory_info(torch_xla.device())['bytes_used']\n", title="the device passed"),
         Example(
             "from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
             "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n\n"
@@ -60,6 +62,12 @@ class ChangedArgument(LifecycleRule):
                             "(TypeError); 2.5-2.7 cannot enforce a graph limit (their num_different_graphs_allowed= "
                             "fails when the function is called): drop the argument until the target is 2.8"),),
             title="... and the new keyword on an older target",
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nused = xm.get_memory_info()['bytes_used']\n",
+            expect=((3, 8, "xm.get_memory_info(): a call without `device` is deprecated since torch_xla 2.8; "
+                           "pass the device: get_memory_info(torch_xla.device())"),),
+            title="a default filled in by a deprecated call",
         ),
         Example(
             "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"

@@ -8,7 +8,7 @@ class DeprecatedEnvVar(LifecycleRule):
     name = "deprecated-env-var"
     summary = "A torch_xla environment variable set from Python that is deprecated, ignored or unsupported"
     kinds = ("env_var",)
-    states = ("removed", "deprecated")
+    states = ("removed", "deprecated", "unavailable")
     what_it_does = (
         "Flags environment variables set from Python (`os.environ[...] = ...`, "
         "`os.environ.setdefault`, `os.environ.update`, `os.putenv`) that torch_xla deprecated or "
@@ -32,6 +32,13 @@ class DeprecatedEnvVar(LifecycleRule):
         ),
     )
     invalid = (
+        Example(
+            "import os\n\nos.environ['PJRT_DEVICE'] = 'CUDA'\n",
+            target="2.1",
+            expect=((3, 12, "environment variable PJRT_DEVICE=CUDA is unsupported before torch_xla 2.2; "
+                            "2.1 accepts only PJRT_DEVICE=GPU for XLA:CUDA"),),
+            title="a value newer than the target",
+        ),
         Example(
             "import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
             expect=((3, 12, "environment variable XLA_USE_BF16 is deprecated since torch_xla 2.4; "
@@ -60,6 +67,8 @@ class DeprecatedEnvVar(LifecycleRule):
         name = f"{use.api}={use.value}" if env.values and use.value else use.api
         if use.state == "removed":
             status = f"is {row.effect} since torch_xla {row.removed_in}"
+        elif use.state == "unavailable":
+            status = f"is {row.effect} before torch_xla {row.added_in}"
         else:
             status = removal_phrase(row, use.state)
         return f"environment variable {name} {status}; {row.advice(use.target)}"

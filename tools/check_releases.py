@@ -504,10 +504,36 @@ def find_name(wheel: Wheel, qualname: str, kind: str) -> Finding:
         return Finding(REMOVED, f"{wheel.modules[module]}: no top-level {attrs[0]}", "AttributeError")
     where = wheel.ev(binding.path, binding.node)
     defn = wheel.definition(binding)
-    marker = wheel.deprecation(defn)
+    marker = wheel.deprecation(defn) or inherited_deprecation(wheel, defn)
     if marker:
         return Finding(DEPRECATED, marker if defn is binding else f"{where} -> {marker}")
     return Finding(PRESENT, where if defn is binding else f"{where} -> {wheel.ev(defn.path, defn.node)}")
+
+
+def inherited_deprecation(wheel: Wheel, binding: Binding, depth: int = 3) -> Optional[str]:
+    """A deprecated torch_xla function that ``binding``'s function calls outside any ``if``, directly
+    or through up to ``depth`` calls: every call then warns (xm.rendezvous -> xla_rendezvous ->
+    xla_device on 2.8+). A call under a condition (``if device is None:``) is another row's matter."""
+    func = binding.node
+    if depth == 0 or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    module = wheel.module_of(binding)
+    for statement in func.body:
+        if isinstance(statement, (ast.If, ast.Try, ast.For, ast.While, ast.With)):
+            continue
+        for node in _walk_no_defs(statement):
+            if not isinstance(node, ast.Call):
+                continue
+            target = wheel.resolve_expr(module, node.func)
+            if target is None:
+                continue
+            target = wheel.definition(target)
+            if target.node is func:
+                continue
+            marker = wheel.deprecation(target) or inherited_deprecation(wheel, target, depth - 1)
+            if marker:
+                return f"{wheel.ev(binding.path, node)} calls {target.name} -> {marker}"
+    return None
 
 
 def callee_function(wheel: Wheel, qualname: str) -> Tuple[Optional[Binding], Optional[ast.AST], bool, str]:
@@ -565,6 +591,12 @@ def find_argument(wheel: Wheel, row: ApiRow, qualname: str) -> Finding:
         sig = f"{where} ({', '.join(positional + (['*'] if kwonly and not vararg else []) + kwonly)})"
     if not present:
         return Finding(REMOVED, sig, "TypeError")
+    if change.missing:  # left out: a TypeError without a default, else the default may come from a deprecated call
+        args = func.args  # type: ignore[attr-defined]
+        ordered = [a.arg for a in args.posonlyargs + args.args]
+        if keyword in ordered[:len(ordered) - len(args.defaults)]:
+            return Finding(REMOVED, f"{sig}: no default", "TypeError")
+        return _default_filled_by_deprecated(wheel, binding, func, keyword) or Finding(PRESENT, sig)
     if keyword:
         bodies = [(func, binding.path)] + called_functions(wheel, binding, func)
         for body, path in bodies:
@@ -577,6 +609,27 @@ def find_argument(wheel: Wheel, row: ApiRow, qualname: str) -> Finding:
                 if isinstance(node, ast.Call) and _is_warning(node) and _says(_message(node), keyword, ARG_WARNING):
                     return Finding(DEPRECATED, f"{wheel.ev(path, node)} ({_message(node)[:60]!r})")
     return Finding(PRESENT, sig)
+
+
+def _default_filled_by_deprecated(wheel: Wheel, binding: Binding, func: ast.AST, parameter: str) -> Optional[Finding]:
+    """``if parameter is None: parameter = deprecated_function()`` (or ``== None``) in ``func``."""
+    module = wheel.module_of(binding)
+    for node in _walk_no_defs(func):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.left, ast.Name) and node.test.left.id == parameter
+                and isinstance(node.test.comparators[0], ast.Constant) and node.test.comparators[0].value is None):
+            continue
+        for inner in node.body:
+            for call in _walk_no_defs(inner):
+                target = wheel.resolve_expr(module, call.func) if isinstance(call, ast.Call) else None
+                if target is None:
+                    continue
+                target = wheel.definition(target)
+                marker = wheel.deprecation(target) or inherited_deprecation(wheel, target)
+                if marker:
+                    return Finding(DEPRECATED, f"{wheel.ev(binding.path, call)} fills {parameter} by {target.name} "
+                                               f"-> {marker}")
+    return None
 
 
 def find_env(wheel: Wheel, row: ApiRow) -> Finding:

@@ -7,8 +7,9 @@ unaffected. What it reads, per step:
 - the ``UncachedCompile`` counter: one per graph compiled (on torch_xla 2.9 it moves with the
   ``CompileTime`` metric for LazyTensor, ``torch_xla.compile`` and dynamo graphs alike, and is a
   plain integer, while ``metric_data`` copies the metric's sample buffer);
-- the sample count of the ``TransferFromDeviceTime`` metric: one per device-to-host copy (``.item()``,
-  ``.tolist()``, ``.cpu()``, printing a tensor, and each CPU-fallback call);
+- the sample count of the ``TransferFromDeviceTime`` metric (``TransferFromServerTime`` on 2.1): one
+  per device-to-host copy (``.item()``, ``.tolist()``, ``.cpu()``, printing a tensor, and each
+  CPU-fallback call);
 - the ``aten::*`` counters: one per call of an op that has no XLA lowering and ran on the CPU;
   ``aten::_local_scalar_dense`` among them is a Python scalar read (``.item()``, ``float(t)``, ``if t:``).
 """
@@ -21,7 +22,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, TypeVar
 from . import _upstream as up
 
 _COMPILES = "UncachedCompile"
-_TRANSFERS = "TransferFromDeviceTime"
+_TRANSFERS = ("TransferFromDeviceTime", "TransferFromServerTime")  # the name, and 2.1's
 _FALLBACK_PREFIX = "aten::"
 _SCALAR_READ = "aten::_local_scalar_dense"
 
@@ -157,7 +158,7 @@ class GraphWatch:
 
     def _read(self) -> _Reading:
         metrics = self._metrics
-        transfers = metrics.metric_data(_TRANSFERS)  # None until the first transfer
+        transfers = next(filter(None, map(metrics.metric_data, _TRANSFERS)), None)  # None until the first transfer
         fallback_calls = {name: metrics.counter_value(name) or 0
                           for name in metrics.counter_names() if name.startswith(_FALLBACK_PREFIX)}
         return _Reading(compiles=metrics.counter_value(_COMPILES) or 0,

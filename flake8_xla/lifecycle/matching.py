@@ -209,8 +209,9 @@ _PLAN_PHRASES = {
 def planned_message(use: LifecycleUse) -> str:
     """XLA103/XLA903: the planned change (not done yet) and what to use instead."""
     phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
-    return (f"{use.api} {phrase} by the PyTorch/XLA usability plan "
-            f"(no warning as of torch_xla {api_table().latest}); {use.row.advice(use.target)}")
+    warning = (f"it warns from torch_xla {use.row.deprecated_in}" if use.row.deprecated_in
+               else f"no warning as of torch_xla {api_table().latest}")
+    return f"{use.api} {phrase} by the PyTorch/XLA usability plan ({warning}); {use.row.advice(use.target)}"
 
 
 def removal_phrase(row: ApiRow, state: str, removed_verb: str = "was removed") -> str:

@@ -45,6 +45,7 @@ class ArgumentChange(NamedTuple):
     position: Optional[int] = None  # a positional index at or beyond which an argument triggers it
     strings_only: bool = False  # the positional argument triggers only when it is a string literal
     allowed: Tuple[object, ...] = ()  # literal values that stay fine (e.g. nprocs=None or 1)
+    missing: bool = False  # the row is about calls that leave the argument out (reported at the call)
 
 
 class EnvVar(NamedTuple):
@@ -77,6 +78,7 @@ class ApiRow(NamedTuple):
     # the first release that has it: a target before it lacks the API (no lifecycle use), or, for an
     # argument or environment row, the keyword or value (it fails there: state "unavailable")
     added_in: Optional[Version] = None
+    instead_before: Optional[str] = None  # what to do on a target before added_in (else: advice())
 
     @property
     def name(self) -> str:
@@ -101,6 +103,8 @@ class ApiRow(NamedTuple):
     def advice(self, target: Optional[Version] = None) -> str:
         """What to use instead; the companion is named only where the target has no upstream
         replacement (with no target: always, as the migration guide does)."""
+        if self.instead_before and target is not None and self.added_in and target < self.added_in:
+            return self.instead_before
         if self.replacement:
             since = f" ({self.replacement_since}+)" if self.replacement_since else ""
             text = f"use {self.replacement}{since}"
@@ -187,10 +191,12 @@ def _row(raw: dict) -> ApiRow:
             position=argument.get("position"),
             strings_only=bool(argument.get("strings_only", False)),
             allowed=tuple(argument.get("allowed", ())),
+            missing=bool(argument.get("missing", False)),
         ) if argument else None,
         env=EnvVar(env["name"], bool(env.get("prefix", False)), tuple(env.get("values", ()))) if env else None,
         references=tuple(raw.get("references", ())),
         added_in=_version(raw.get("added_in")),
+        instead_before=raw.get("instead_before"),
     )
 
 
@@ -242,6 +248,11 @@ def argument_hits(row: ApiRow, call: ast.Call) -> Optional[ast.AST]:
     """The argument node of ``call`` that the argument row ``row`` is about, if any."""
     change = row.argument
     assert change is not None
+    if change.missing:
+        by_keyword = any(k.arg is None or k.arg == change.keyword for k in call.keywords)  # **kwargs may hold it
+        by_position = any(type(a) is ast.Starred for a in call.args) or (
+            change.position is not None and len(call.args) > change.position)
+        return None if by_keyword or by_position else call
     for keyword in call.keywords:
         if change.keyword is not None and keyword.arg == change.keyword:
             return keyword if _disallowed(change, keyword.value) else None
