@@ -197,10 +197,10 @@ def render_runtime() -> str:
 
     import xla_compat
 
-    used_by: Dict[str, List[str]] = {}
+    used_by: Dict[str, Dict[str, None]] = {}  # ordered sets: an API and its argument rows name it once
     for row in api_table().rows:
         if row.companion:
-            used_by.setdefault(row.companion.split(".", 1)[1], []).extend(f"`{n}`" for n in row.names)
+            used_by.setdefault(row.companion.split(".", 1)[1], {}).update(dict.fromkeys(f"`{n}`" for n in row.names))
     lines = ["| API | what it does, its upstream equivalent and since when | replaces |", "|---|---|---|"]
     for name in sorted(xla_compat.__all__, key=str.lower):
         doc = " ".join(inspect.getdoc(getattr(xla_compat, name)).split())

@@ -88,3 +88,10 @@ def test_pre_commit_page_names_this_release_s_tag() -> None:
     assert re.findall(r"additional_dependencies: \[flake8-xla==(\S+)\]", page) == [__version__]
     assert f"Releases are tagged `v<version>`: `v{__version__}` is the tag of\nflake8-xla {__version__}" in page
     assert "`rev: <commit sha>`" in page
+
+
+def test_the_runtime_page_names_each_replaced_api_once_per_companion() -> None:
+    for line in (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `xla_compat."):
+            replaced = line.rstrip(" |").rsplit(" | ", 1)[-1].split("<br>")
+            assert len(replaced) == len(set(replaced)), line[:80]
