@@ -10,10 +10,13 @@ class ChangedArgument(LifecycleRule):
     kinds = ("argument",)
     states = ("removed", "deprecated", "unavailable")
     what_it_does = (
-        "Flags calls that pass an argument torch_xla no longer accepts in that form: `defval` of "
+        "Flags calls whose arguments the target release does not accept in that form: `defval` of "
         "the ordinal/world-size helpers, `devkind` of `get_xla_supported_devices`, "
-        "`xmp.spawn(nprocs=N)`, FSDP's `mark_step_on_finalization=` and FSDPv2's positional "
-        "`mesh`. It points at the argument itself."
+        "`xmp.spawn(nprocs=N)`, FSDP's `mark_step_on_finalization=`, FSDPv2's positional `mesh`, "
+        "`torch_xla.compile`'s graph limit (`num_different_graphs_allowed=` before 2.8, "
+        "`max_different_graphs=` from 2.8, no alias either way), and `xm.get_memory_info()` "
+        "without a device (required before 2.5, filled in by the deprecated `xla_device()` from "
+        "2.8). It points at the argument itself, or at the call when the argument is missing."
     )
     why_bad = (
         "These are signature changes without an alias: the call raises `TypeError` or "
@@ -48,27 +51,6 @@ class ChangedArgument(LifecycleRule):
         ),
     )
     invalid = (
-        Example(
-            "import torch_xla\n\nstep = torch_xla.compile(step, num_different_graphs_allowed=2)\n",
-            expect=((3, 32, "torch_xla.compile(): the `num_different_graphs_allowed` keyword fails since torch_xla "
-                            "2.8 (TypeError); use max_different_graphs= (2.8+)"),),
-            title="the graph limit's keyword renamed in 2.8 without an alias",
-            fixed="import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
-        ),
-        Example(
-            "import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
-            target="2.7",
-            expect=((3, 32, "torch_xla.compile(): the `max_different_graphs` keyword fails before torch_xla 2.8 "
-                            "(TypeError); 2.5-2.7 cannot enforce a graph limit (their num_different_graphs_allowed= "
-                            "fails when the function is called): drop the argument until the target is 2.8"),),
-            title="... and the new keyword on an older target",
-        ),
-        Example(
-            "import torch_xla.core.xla_model as xm\n\nused = xm.get_memory_info()['bytes_used']\n",
-            expect=((3, 8, "xm.get_memory_info(): a call without `device` is deprecated since torch_xla 2.8; "
-                           "pass the device: get_memory_info(torch_xla.device())"),),
-            title="a default filled in by a deprecated call",
-        ),
         Example(
             "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
             "model = FSDP(model, mark_step_on_finalization=True)\n",
@@ -110,6 +92,27 @@ class ChangedArgument(LifecycleRule):
             fixed=("import torch_xla.core.xla_model as xm\n"
                    "\n"
                    "rank = xm.get_local_ordinal()\n"),
+        ),
+        Example(
+            "import torch_xla\n\nstep = torch_xla.compile(step, num_different_graphs_allowed=2)\n",
+            expect=((3, 32, "torch_xla.compile(): the `num_different_graphs_allowed` keyword fails since torch_xla "
+                            "2.8 (TypeError); use max_different_graphs= (2.8+)"),),
+            title="the graph limit's keyword renamed in 2.8 without an alias",
+            fixed="import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
+        ),
+        Example(
+            "import torch_xla\n\nstep = torch_xla.compile(step, max_different_graphs=2)\n",
+            target="2.7",
+            expect=((3, 32, "torch_xla.compile(): the `max_different_graphs` keyword fails before torch_xla 2.8 "
+                            "(TypeError); 2.5-2.7 cannot enforce a graph limit (their num_different_graphs_allowed= "
+                            "fails when the function is called): drop the argument until the target is 2.8"),),
+            title="... and the new keyword on an older target",
+        ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\nused = xm.get_memory_info()['bytes_used']\n",
+            expect=((3, 8, "xm.get_memory_info(): a call without `device` is deprecated since torch_xla 2.8; "
+                           "pass the device: get_memory_info(torch_xla.device())"),),
+            title="a default filled in by a deprecated call",
         ),
     )
 

@@ -14,7 +14,8 @@ class DeprecatedEnvVar(LifecycleRule):
         "`os.environ.setdefault`, `os.environ.update`, `os.putenv`) that torch_xla deprecated or "
         "stopped honouring: `XRT_*`, `GPU_NUM_DEVICES`, `PJRT_DEVICE=GPU`/`CUDA`, `XLA_USE_BF16`, "
         "`XLA_DOWNCAST_BF16`, `XLA_USE_FP16`, `XLA_DOWNCAST_FP16`, `XLA_USE_32BIT_LONG` and "
-        "`XLA_USE_SPMD`. Reading a variable is not reported."
+        "`XLA_USE_SPMD`, and a value the target does not accept yet (`PJRT_DEVICE=CUDA` on 2.1). "
+        "Reading a variable is not reported."
     )
     why_bad = (
         "An ignored variable fails silently: `XLA_USE_FP16=1` has done nothing since 2.5, so the "
@@ -33,13 +34,6 @@ class DeprecatedEnvVar(LifecycleRule):
     )
     invalid = (
         Example(
-            "import os\n\nos.environ['PJRT_DEVICE'] = 'CUDA'\n",
-            target="2.1",
-            expect=((3, 12, "environment variable PJRT_DEVICE=CUDA is unsupported before torch_xla 2.2; "
-                            "2.1 accepts only PJRT_DEVICE=GPU for XLA:CUDA"),),
-            title="a value newer than the target",
-        ),
-        Example(
             "import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
             expect=((3, 12, "environment variable XLA_USE_BF16 is deprecated since torch_xla 2.4; "
                             "convert the model and inputs to bf16 yourself (model.to(torch.bfloat16))"),),
@@ -57,6 +51,13 @@ class DeprecatedEnvVar(LifecycleRule):
                 (3, 40, "environment variable GPU_NUM_DEVICES is ignored since torch_xla 2.9; "
                         "no replacement; XLA:CUDA was removed, use PyTorch's native CUDA backend"),
             ),
+        ),
+        Example(
+            "import os\n\nos.environ['PJRT_DEVICE'] = 'CUDA'\n",
+            target="2.1",
+            expect=((3, 12, "environment variable PJRT_DEVICE=CUDA is unsupported before torch_xla 2.2; "
+                            "2.1 accepts only PJRT_DEVICE=GPU for XLA:CUDA"),),
+            title="a value newer than the target",
         ),
     )
 

@@ -42,7 +42,11 @@ TABLE = {
     "from torch_xla.core.functions import nms": (None, "XLA101", "XLA101", "XLA101", "XLA101"),
     "import torch_xla.distributed.xla_dist": ("XLA104",) * 5,
     OS + "os.environ['XLA_USE_FP16'] = '1'": (None, "XLA106", "XLA106", "XLA106", "XLA106"),
-    OS + "os.environ['PJRT_DEVICE'] = 'CUDA'": (None, None, None, "XLA106", "XLA106"),
+    OS + "os.environ['PJRT_DEVICE'] = 'CUDA'": ("XLA106", None, None, "XLA106", "XLA106"),  # 2.1 takes only GPU
+    XM + "xm.rendezvous('init')": ("XLA103",) * 3 + ("XLA102",) * 2,  # planned; warns from 2.8
+    XM + "xm.get_memory_info()": ("XLA105", "XLA105", None, "XLA105", "XLA105"),  # device required < 2.5
+    "import torch_xla\ntorch_xla.compile(f, max_different_graphs=2)": ("XLA105",) * 3 + (None,) * 2,
+    "import torch_xla\ntorch_xla.compile(f, num_different_graphs_allowed=2)": (None,) * 3 + ("XLA105",) * 2,
     OS + "os.environ['GPU_NUM_DEVICES'] = '4'": (None, None, None, "XLA106", "XLA106"),
     OS + "os.environ['XLA_USE_SPMD'] = '1'": ("XLA106",) * 5,
 }
