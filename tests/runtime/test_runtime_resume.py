@@ -1,0 +1,127 @@
+"""xla_compat.CheckpointManager on the real torch_xla (CPU), in worker processes that are really
+signalled: SIGTERM at a random step then a restart ends bit-identical to an uninterrupted run, and a
+SIGKILL while a checkpoint is being written leaves the previous one to restore."""
+import glob
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+import xla_compat
+from xla_compat.resume import PREEMPTED_EXIT_CODE
+
+TRAIN = r'''
+import sys
+import torch
+import xla_compat
+
+directory, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+dev = xla_compat.device()
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+manager = xla_compat.CheckpointManager(directory, save_every=5, keep=2)
+start = 0
+found = manager.restore()
+if found is not None:
+    start, state = found
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    print(f"resumed at {start}", flush=True)
+for step in range(start + 1, steps + 1):
+    g = torch.Generator().manual_seed(step)
+    x, y = torch.randn(8, 4, generator=g).to(dev), torch.randn(8, 2, generator=g).to(dev)
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    xla_compat.sync()
+    print(f"step {step}", flush=True)
+    manager.step(step, lambda: {"model": model.state_dict(), "opt": opt.state_dict()})
+torch.save({k: v.cpu() for k, v in model.state_dict().items()}, out)
+'''
+
+BIG_SAVE = r'''
+import sys
+import torch
+import xla_compat
+
+manager = xla_compat.CheckpointManager(sys.argv[1], save_every=1)
+manager.save(1, {"w": torch.ones(4)})
+print("committed 1", flush=True)
+manager.save(2, {"w": torch.ones(4), "ballast": torch.zeros(128 * 1024 * 1024)})  # 512 MB: slow to write
+print("committed 2", flush=True)
+'''
+
+ENV = dict(os.environ, PJRT_DEVICE="CPU")
+
+
+def _start(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+
+
+def _train(directory, out, steps=20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", TRAIN, str(directory), str(steps), str(out)], capture_output=True,
+                          text=True, env=ENV, timeout=600)
+
+
+def test_sigterm_at_a_random_step_then_restart_is_bit_identical(tmp_path) -> None:
+    plain = _train(tmp_path / "plain", tmp_path / "plain.pt")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+
+    stop_after = random.Random().randint(3, 17)
+    proc = _start(TRAIN, str(tmp_path / "ckpt"), "20", str(tmp_path / "resumed.pt"))
+    printed = []
+    for line in proc.stdout:
+        printed.append(line.strip())
+        if printed[-1] == f"step {stop_after}":
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=600)
+    printed += out.strip().splitlines()
+    assert proc.returncode == PREEMPTED_EXIT_CODE, (stop_after, err[-2000:])
+    manager = xla_compat.CheckpointManager(str(tmp_path / "ckpt"), save_every=5, signals=())
+    stopped_at = manager.committed_steps()[-1]
+    assert stop_after <= stopped_at <= stop_after + 1  # the boundary after the signal arrived
+    assert printed[-1] == f"step {stopped_at}"  # it stopped right after saving
+
+    resumed = _train(tmp_path / "ckpt", tmp_path / "resumed.pt")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert resumed.stdout.startswith(f"resumed at {stopped_at}\n")
+    a, b = torch.load(tmp_path / "plain.pt"), torch.load(tmp_path / "resumed.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), stop_after
+    assert manager.committed_steps() == [15, 20]  # keep=2 of the periodic saves
+
+
+def test_sigkill_while_writing_leaves_the_previous_checkpoint(tmp_path) -> None:
+    proc = _start(BIG_SAVE, str(tmp_path))
+    assert proc.stdout.readline().strip() == "committed 1"
+    deadline = time.monotonic() + 120
+    while not glob.glob(str(tmp_path / "step-00000002" / ".tmp-*")) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    manager = xla_compat.CheckpointManager(str(tmp_path), save_every=1, signals=())
+    assert manager.committed_steps() == [1]
+    assert not os.path.exists(tmp_path / "step-00000002" / "COMMITTED")
+    step, state = manager.restore()
+    assert step == 1 and torch.equal(state["w"], torch.ones(4))
+    manager.save(3, {"w": torch.full((4,), 3.0)})  # the next save clears the half-written step
+    assert sorted(os.listdir(tmp_path)) == ["step-00000001", "step-00000003"]
+
+
+def test_nothing_to_restore_and_bad_arguments(tmp_path) -> None:
+    assert xla_compat.CheckpointManager(str(tmp_path / "none"), save_every=5, signals=()).restore() is None
+    for save_every, keep in ((0, 2), (5, 0)):
+        try:
+            xla_compat.CheckpointManager(str(tmp_path), save_every=save_every, keep=keep, signals=())
+        except ValueError as exc:
+            assert str(exc) == f"save_every and keep must be at least 1, got {save_every} and {keep}"
+        else:
+            raise AssertionError("accepted")

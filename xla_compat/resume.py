@@ -1,0 +1,124 @@
+"""Checkpoints that survive preemption: save every N steps, keep K, never load a half-written one.
+
+Layout: ``DIRECTORY/step-00000120/rank-00000.pt`` per rank, and ``DIRECTORY/step-00000120/COMMITTED``,
+written by rank 0 after every rank's file is in place. A step without ``COMMITTED`` (a process killed
+while writing) is never restored and is removed by the next save. On SIGTERM (how a preemptible TPU
+VM is told to stop) the manager only records the request; at the next :meth:`CheckpointManager.step`
+every rank agrees on it (one all-reduce over the gloo group when there are several processes),
+saves that step, and the process exits with :data:`PREEMPTED_EXIT_CODE`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sys
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+from .checkpoint import atomic_save
+from .collectives import _group, rendezvous, to_cpu
+from .collectives import rank as process_rank
+
+PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
+COMMITTED = "COMMITTED"
+_STEP_DIR = re.compile(r"step-(\d{8})")
+
+
+class CheckpointManager:
+    """Periodic, atomic, preemption-aware checkpoints of one training job.
+
+    ``restore()`` returns ``(step, state)`` of the newest committed checkpoint (this rank's state)
+    or None; call ``step(n, state_fn)`` after each training step: it saves ``state_fn()`` every
+    ``save_every`` steps and, once a preemption signal (SIGTERM) arrived on any rank, saves that
+    step and exits with status 75 (``xla_compat.resume.PREEMPTED_EXIT_CODE``: restart the job to
+    resume). Several processes need a torch.distributed process group (as the collectives do)."""
+
+    def __init__(self, directory: str, save_every: int, keep: int = 2,
+                 signals: Sequence[int] = (signal.SIGTERM,), exit_code: int = PREEMPTED_EXIT_CODE) -> None:
+        if save_every < 1 or keep < 1:
+            raise ValueError(f"save_every and keep must be at least 1, got {save_every} and {keep}")
+        self.directory = directory
+        self.save_every = save_every
+        self.keep = keep
+        self.exit_code = exit_code
+        self._requested = False
+        for signum in signals:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._requested = True  # acted on at the next step boundary, where the state is consistent
+
+    # -- restore ---------------------------------------------------------------------------------
+    def committed_steps(self) -> list:
+        """The steps with a complete checkpoint, oldest first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        steps = [int(m.group(1)) for m in map(_STEP_DIR.fullmatch, names) if m]
+        return sorted(s for s in steps if os.path.exists(os.path.join(self._step_dir(s), COMMITTED)))
+
+    def restore(self) -> Optional[Tuple[int, Any]]:
+        """``(step, state)`` of the newest committed checkpoint for this rank, or None."""
+        import torch
+
+        steps = self.committed_steps()
+        if not steps:
+            return None
+        path = os.path.join(self._step_dir(steps[-1]), f"rank-{process_rank():05d}.pt")
+        return steps[-1], torch.load(path, weights_only=False)
+
+    # -- save ------------------------------------------------------------------------------------
+    def reached_preemption(self) -> bool:
+        """Whether any rank was asked to stop (collective when there are several processes)."""
+        group = _group()
+        if group is None:
+            return self._requested
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([int(self._requested)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        return bool(flag.item())
+
+    def step(self, step: int, state_fn: Callable[[], Any]) -> None:
+        """After training step ``step``: save every ``save_every`` steps; on preemption save this
+        step (if not saved already) and exit with ``exit_code``."""
+        preempted = self.reached_preemption()
+        if step % self.save_every == 0 or preempted:
+            self.save(step, state_fn())
+        if preempted:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.exit(self.exit_code)
+
+    def save(self, step: int, state: Any) -> str:
+        """Write this rank's ``state`` for ``step``; rank 0 commits once every rank has written."""
+        folder = self._step_dir(step)
+        os.makedirs(folder, exist_ok=True)
+        atomic_save(to_cpu(state), os.path.join(folder, f"rank-{process_rank():05d}.pt"))
+        rendezvous("xla_compat.CheckpointManager.save")  # every rank's file is in place
+        if process_rank() == 0:
+            marker = os.path.join(folder, COMMITTED)
+            with open(marker + ".tmp", "w") as handle:
+                handle.write(f"{step}\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(marker + ".tmp", marker)
+            self._prune(step)
+        rendezvous("xla_compat.CheckpointManager.commit")
+        return folder
+
+    def _prune(self, newest: int) -> None:
+        """Keep the ``keep`` newest committed steps; drop older ones and any uncommitted step."""
+        committed = self.committed_steps()
+        doomed = set(committed[:-self.keep])
+        for name in os.listdir(self.directory):
+            match = _STEP_DIR.fullmatch(name)
+            if match and int(match.group(1)) != newest and (int(match.group(1)) in doomed
+                                                            or int(match.group(1)) not in committed):
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+
+    def _step_dir(self, step: int) -> str:
+        return os.path.join(self.directory, f"step-{step:08d}")
