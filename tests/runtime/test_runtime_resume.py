@@ -125,3 +125,44 @@ def test_nothing_to_restore_and_bad_arguments(tmp_path) -> None:
             assert str(exc) == f"save_every and keep must be at least 1, got {save_every} and {keep}"
         else:
             raise AssertionError("accepted")
+
+
+AGREE = r'''
+import sys
+import time
+import torch.distributed as dist
+import xla_compat
+
+rank, port, directory = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+manager = xla_compat.CheckpointManager(directory, save_every=1000)
+for step in range(1, 2000):
+    time.sleep(0.02)
+    print(f"step {step}", flush=True)
+    manager.step(step, lambda: {"rank": rank, "step": step})
+'''
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path) -> None:
+    port = str(_free_port())
+    ranks = [_start(AGREE, str(r), port, str(tmp_path)) for r in (0, 1)]
+    for line in ranks[1].stdout:
+        if line.strip() == "step 5":
+            ranks[1].send_signal(signal.SIGTERM)  # rank 0 is never told
+            break
+    results = [p.communicate(timeout=120) for p in ranks]
+    assert [p.returncode for p in ranks] == [PREEMPTED_EXIT_CODE] * 2, [err[-1500:] for _, err in results]
+    manager = xla_compat.CheckpointManager(str(tmp_path), save_every=1000, signals=())
+    [step] = manager.committed_steps()
+    assert step >= 5
+    for r in (0, 1):
+        saved = torch.load(tmp_path / f"step-{step:08d}" / f"rank-{r:05d}.pt", weights_only=False)
+        assert saved == {"rank": r, "step": step}
