@@ -522,18 +522,25 @@ def inherited_deprecation(wheel: Wheel, binding: Binding, depth: int = 3) -> Opt
         if isinstance(statement, (ast.If, ast.Try, ast.For, ast.While, ast.With)):
             continue
         for node in _walk_no_defs(statement):
-            if not isinstance(node, ast.Call):
-                continue
-            target = wheel.resolve_expr(module, node.func)
-            if target is None:
-                continue
-            target = wheel.definition(target)
-            if target.node is func:
-                continue
-            marker = wheel.deprecation(target) or inherited_deprecation(wheel, target, depth - 1)
-            if marker:
-                return f"{wheel.ev(binding.path, node)} calls {target.name} -> {marker}"
+            found = _deprecated_callee(wheel, module, node, func, depth - 1)
+            if found:
+                return f"{wheel.ev(binding.path, node)} calls {found[0]} -> {found[1]}"
     return None
+
+
+def _deprecated_callee(wheel: Wheel, module: str, node: ast.AST, caller: ast.AST,
+                       depth: int = 3) -> Optional[Tuple[str, str]]:
+    """(name, marker) when ``node`` calls a torch_xla function that is deprecated or calls one."""
+    if not isinstance(node, ast.Call):
+        return None
+    target = wheel.resolve_expr(module, node.func)
+    if target is None:
+        return None
+    target = wheel.definition(target)
+    if target.node is caller:
+        return None
+    marker = wheel.deprecation(target) or inherited_deprecation(wheel, target, depth)
+    return (target.name, marker) if marker else None
 
 
 def callee_function(wheel: Wheel, qualname: str) -> Tuple[Optional[Binding], Optional[ast.AST], bool, str]:
@@ -621,14 +628,10 @@ def _default_filled_by_deprecated(wheel: Wheel, binding: Binding, func: ast.AST,
             continue
         for inner in node.body:
             for call in _walk_no_defs(inner):
-                target = wheel.resolve_expr(module, call.func) if isinstance(call, ast.Call) else None
-                if target is None:
-                    continue
-                target = wheel.definition(target)
-                marker = wheel.deprecation(target) or inherited_deprecation(wheel, target)
-                if marker:
-                    return Finding(DEPRECATED, f"{wheel.ev(binding.path, call)} fills {parameter} by {target.name} "
-                                               f"-> {marker}")
+                found = _deprecated_callee(wheel, module, call, func)
+                if found:
+                    return Finding(DEPRECATED, f"{wheel.ev(binding.path, call)} fills {parameter} by {found[0]} "
+                                               f"-> {found[1]}")
     return None
 
 
