@@ -10,13 +10,16 @@ from .graph_watch import GraphReport, GraphWarning, GraphWatch, watch_steps
 from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal, launch,
                       local_ordinal, manual_seed, real_devices, spmd, sync, world_size)
 from .resume import CheckpointManager
+from .supervisor import JobFailed
+from .watchdog import Watchdog
+from .worker_logs import log_worker
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
 
 __all__ = [
     "add_step_closure", "all_gather_object", "atomic_save", "check_fsdp_optimizer", "CheckpointManager", "compile",
     "consolidate_sharded", "device", "device_hw", "device_type", "devices", "do_on_ordinals", "get_rng_state",
-    "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch", "is_fsdp_parameter", "launch", "local_ordinal",
-    "manual_seed", "mesh_reduce", "optimizer_step", "RateTracker", "real_devices",
+    "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch", "is_fsdp_parameter", "JobFailed", "launch", "local_ordinal",
+    "log_worker", "manual_seed", "mesh_reduce", "optimizer_step", "RateTracker", "real_devices",
     "reduce_gradients", "rendezvous", "save", "save_sharded", "shard_path", "spmd", "sync", "to_cpu", "watch_steps",
-    "world_size",
+    "Watchdog", "world_size",
 ]

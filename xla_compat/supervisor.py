@@ -1,0 +1,196 @@
+"""The launcher behind ``xla_compat.launch(fn, log_dir=...)``: one process per device, each with its
+own log file, watched until the job ends, then a summary of every rank's exit.
+
+Each worker does what upstream's ``run_multiprocess`` does in its processes (the same
+``torch_xla._internal.pjrt`` set-up, so devices are assigned as under ``xmp.spawn``), after pointing
+its output at ``LOG_DIR/rank-N-HOST.log``. The launcher echoes those files to the console with a
+``[rank N]`` prefix. When a worker fails (a non-zero exit or a signal), the others are asked for
+their stacks (SIGUSR1, into their logs), then stopped (SIGTERM, then SIGKILL), so the job never
+hangs on a dead rank. A SIGTERM or SIGINT to the launcher is passed on to the workers, which lets a
+:class:`xla_compat.CheckpointManager` save before a preemptible VM goes away.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
+
+from .resume import PREEMPTED_EXIT_CODE
+from .worker_logs import STACKS_SIGNAL, Echo, last_lines, log_path, log_worker
+
+WATCHDOG_EXIT_CODE = 124  # as timeout(1): the job was stopped because a rank died or stalled
+_MEANINGS = {PREEMPTED_EXIT_CODE: "preempted: restart the job to resume",
+             WATCHDOG_EXIT_CODE: "stopped by the watchdog"}
+
+
+class JobFailed(RuntimeError):
+    """A worker of :func:`xla_compat.launch` failed; the message names the first rank to fail."""
+
+
+def process_rank(local_rank: int, nprocs: int) -> int:
+    """The global rank of this host's ``local_rank``-th process, numbered by host as PJRT numbers
+    processes: host index (``TPU_WORKER_ID`` on a TPU VM, else ``NODE_RANK``, else 0) x ``nprocs``."""
+    host = int(os.environ.get("TPU_WORKER_ID", os.environ.get("NODE_RANK", "0")))
+    return host * nprocs + local_rank
+
+
+def local_process_count() -> int:
+    """How many processes upstream's launcher starts on this host (one per chip; one on CPU)."""
+    from . import _upstream as up
+
+    plugins = _optional("torch_xla.experimental.plugins")  # 2.3+
+    if plugins is not None and plugins.using_dynamic_plugins():
+        return plugins.default().physical_chip_count()
+    kind = up.xr().device_type()
+    if kind in ("TPU", "NEURON"):
+        return up.module(f"torch_xla._internal.{kind.lower()}").num_local_processes()
+    return 1
+
+
+def _optional(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _worker_main(local_rank: int, nprocs: int, rank: int, fn: Callable, args: tuple, log_dir: str) -> None:
+    os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    os.environ.setdefault("LOCAL_WORLD_SIZE", str(nprocs))
+    os.environ.setdefault("RANK", str(rank))
+    log_worker(log_dir, rank, echo=False)
+    from . import _upstream as up
+
+    pjrt = up.module("torch_xla._internal.pjrt")
+    call = functools.partial(_call_with_rank, fn, rank, args)
+    # what upstream's run_multiprocess runs in each of its processes, 2.1 through 2.9
+    pjrt._run_thread_per_device(local_rank, nprocs, call, pjrt.initialize_multiprocess)
+
+
+def _call_with_rank(fn: Callable, rank: int, args: tuple) -> Any:
+    # Exit from the device thread itself: upstream's thread pool would re-raise the error wrapped
+    # in its own frames, and a SystemExit (a CheckpointManager's preemption exit) must keep its code.
+    try:
+        return fn(rank, *args)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] = None,
+              start_method: str = "spawn", stacks_wait: float = 2.0, grace: float = 10.0) -> None:
+    """Run ``fn(rank, *args)`` in ``nprocs`` processes (default: one per chip, as upstream) with a
+    log file each; print a summary at the end. Raises :class:`JobFailed` when a worker failed and
+    ``SystemExit(75)`` when the workers stopped for preemption."""
+    import multiprocessing
+
+    nprocs = local_process_count() if nprocs is None else nprocs
+    os.makedirs(log_dir, exist_ok=True)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("WORLD_SIZE", str(nprocs))
+    context = multiprocessing.get_context(start_method)
+    ranks = [process_rank(local, nprocs) for local in range(nprocs)]
+    host = socket.gethostname()
+    workers = {rank: context.Process(target=_worker_main, name=f"xla_compat-rank-{rank}",
+                                     args=(local, nprocs, rank, fn, tuple(args), log_dir))
+               for local, rank in enumerate(ranks)}
+    echo = Echo({log_path(log_dir, rank, host): f"[rank {rank}] " for rank in ranks}, sys.stdout)
+    previous = {sig: signal.signal(sig, _forward(workers)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for worker in workers.values():
+            worker.start()
+        echo.start()
+        culprit, stopped = _wait(workers, stacks_wait, grace)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        echo.stop()
+    _finish(workers, culprit, stopped, log_dir, host)
+
+
+def _forward(workers: Dict[int, Any]) -> Callable:
+    def forward(signum: int, frame: Any) -> None:
+        for worker in workers.values():
+            if worker.is_alive():
+                os.kill(worker.pid, signum)
+    return forward
+
+
+def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Tuple[Optional[int], Set[int]]:
+    """Wait for every worker; once one fails, collect the others' stacks and stop them. Returns
+    the first rank seen failing and the ranks the launcher had to stop."""
+    while any(w.is_alive() for w in workers.values()):
+        failed = [r for r, w in workers.items() if w.exitcode not in (None, 0, PREEMPTED_EXIT_CODE)]
+        if failed:
+            return failed[0], _stop_the_rest(workers, stacks_wait, grace)
+        time.sleep(0.05)
+    failed = [r for r, w in workers.items() if w.exitcode not in (0, PREEMPTED_EXIT_CODE)]
+    return (failed[0] if failed else None), set()
+
+
+def _stop_the_rest(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Set[int]:
+    for worker in workers.values():
+        if worker.is_alive():
+            os.kill(worker.pid, STACKS_SIGNAL)
+    time.sleep(stacks_wait)
+    alive = {r: w for r, w in workers.items() if w.is_alive()}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for worker in alive.values():
+            if worker.is_alive():
+                os.kill(worker.pid, sig)
+        deadline = time.monotonic() + grace
+        while any(w.is_alive() for w in alive.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for worker in workers.values():
+        worker.join()
+    return set(alive)
+
+
+def _finish(workers: Dict[int, Any], culprit: Optional[int], stopped: Set[int], log_dir: str, host: str) -> None:
+    codes = {rank: worker.exitcode for rank, worker in workers.items()}
+    lines = [f"xla_compat.launch: {len(workers)} worker(s) on {host}, logs in {log_dir}"]
+    for rank, worker in workers.items():
+        note = ("first to fail" if rank == culprit else f"stopped by the launcher after rank {culprit} failed"
+                if rank in stopped else f"after rank {culprit} failed" if culprit is not None and codes[rank] else "")
+        lines.append(f"  rank {rank}  pid {worker.pid}  {describe_exit(codes[rank])}" + (f"  ({note})" if note else ""))
+    if culprit is not None:
+        path = log_path(log_dir, culprit, host)
+        lines.append(f"last lines of rank {culprit} ({path}):")
+        lines += ["  | " + line for line in last_lines(path)]
+    summary = "\n".join(lines) + "\n"
+    sys.stderr.write(summary)
+    with open(os.path.join(log_dir, "summary.txt"), "w") as handle:
+        handle.write(summary)
+    if culprit is not None:
+        raise JobFailed(f"rank {culprit} failed ({describe_exit(codes[culprit])}); see {log_dir}/summary.txt")
+    if PREEMPTED_EXIT_CODE in codes.values():
+        raise SystemExit(PREEMPTED_EXIT_CODE)
+
+
+def describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    meaning = _MEANINGS.get(code)
+    return f"exit code {code}" + (f" ({meaning})" if meaning else "")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
