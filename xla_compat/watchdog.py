@@ -129,7 +129,7 @@ class Watchdog:
             self._agree(reason, stack, waiting)
         except Exception as exc:
             sys.stderr.write(f"[xla_compat.Watchdog] the other ranks cannot be reached ({exc})\n")
-            self._write_report(self._report(reason, {self.rank: self._own(stack, waiting)}))
+            self._write_report(self._report(reason, {self.rank: self._own(stack, waiting)}), overwrite=False)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(self.exit_code)
@@ -145,24 +145,41 @@ class Watchdog:
             reason = self._store.get("abort").decode()
         self._publish("stopping", stack=stack, waiting=waiting, log=self._log_tail())
         deadline = time.monotonic() + 3 * self.interval + 2
-        if not first:  # wait for the report, then let its writer leave first
+        if first:
+            records = self._records()
+            while time.monotonic() < deadline and any(r.get("state") == "running" and self._alive(rank)
+                                                      for rank, r in records.items()):
+                time.sleep(0.1)
+                records = self._records()
+            self._write_report(self._report(reason, records), overwrite=True)
+            self._store.set("reported", "1")
+        else:
             while not self._store.check(["reported"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
-            time.sleep(0.5)
-            return
-        records = self._records()
-        while time.monotonic() < deadline and any(r.get("state") == "running" and self._alive(rank)
-                                                  for rank, r in records.items()):
-            time.sleep(0.1)
-            records = self._records()
-        self._write_report(self._report(reason, records))
-        self._store.set("reported", "1")
+        self._leave()
 
-    def _write_report(self, report: str) -> None:
+    def _leave(self) -> None:
+        """Count this rank out; rank 0, which usually hosts the store, leaves last."""
+        left = self._store.add("left", 1)
+        if self.rank != 0:
+            return
+        stopping = sum(r.get("state") == "stopping" for r in self._records().values())
+        deadline = time.monotonic() + 3 * self.interval + 2
+        while left < stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = self._store.add("left", 0)
+        time.sleep(0.2)  # let the last one finish its exchange with the store
+
+    def _write_report(self, report: str, overwrite: bool) -> None:
+        """To stderr, and to ``watchdog-report.txt``: a rank that could not reach the others writes
+        its own view there only when no report of the whole job is in place."""
         sys.stderr.write(report)
         if self.log_dir:
-            with open(os.path.join(self.log_dir, "watchdog-report.txt"), "w") as handle:
-                handle.write(report)
+            try:
+                with open(os.path.join(self.log_dir, "watchdog-report.txt"), "w" if overwrite else "x") as handle:
+                    handle.write(report)
+            except FileExistsError:
+                pass
 
     def _silent_for(self, rank: int) -> float:
         """Seconds since ``rank``'s heartbeat last changed, on this host's clock."""

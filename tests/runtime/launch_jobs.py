@@ -1,0 +1,61 @@
+"""Workers for test_runtime_workers.py (importable by the processes the launcher spawns)."""
+import datetime
+import logging
+import os
+import signal
+import sys
+import time
+
+
+def train(rank, failure, at_step):
+    """A data-parallel loop over gloo; rank 1 fails at ``at_step`` in the way ``failure`` names."""
+    import torch
+    import torch.distributed as dist
+
+    import xla_compat
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    print(f"hello from rank {rank} of {dist.get_world_size()}", flush=True)
+    logging.warning("a logging record from rank %d", rank)
+    dev = xla_compat.device()
+    for step in range(1, 9):
+        grad = torch.ones(1) * (rank + 1)
+        dist.all_reduce(grad)
+        loss = (torch.ones(2, device=dev) * step).sum()
+        xla_compat.sync()
+        print(f"rank {rank} step {step} grad {grad.item():g} loss {loss.item():g}", flush=True)
+        if rank == 1 and step == at_step:
+            if failure == "raise":
+                raise ValueError(f"bad batch at step {step}")
+            if failure == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+    print(f"rank {rank} done", flush=True)
+
+
+def watched(rank, port, world, failure, at_step):
+    """Started directly (no launcher): a gloo loop with a Watchdog; rank 1 freezes or sleeps."""
+    import torch
+    import torch.distributed as dist
+
+    import xla_compat
+
+    log_dir = sys.argv[1]
+    xla_compat.log_worker(log_dir, rank, echo=False)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=300))
+    watch = xla_compat.Watchdog(timeout=4, interval=0.5)
+    for step in range(1, 10_000):
+        if rank == 1 and step == at_step + 1:
+            if failure == "sleep":
+                time.sleep(3600)
+            if failure == "freeze":
+                os.kill(os.getpid(), signal.SIGSTOP)
+        grad = torch.ones(1)
+        dist.all_reduce(grad)
+        time.sleep(0.2)
+        print(f"step {step}", flush=True)
+        watch.step(step)
+
+
+if __name__ == "__main__":
+    watched(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))

@@ -1,0 +1,152 @@
+"""Logs from every worker, a summary of how each ended, and no silent hangs: xla_compat.launch with
+log_dir and xla_compat.Watchdog, on the real torch_xla (CPU) in real processes talking over gloo."""
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).parent
+HOST = socket.gethostname()
+ENV = dict(os.environ, PJRT_DEVICE="CPU", PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+
+
+def _launch(log_dir, failure, at_step):
+    code = ("import sys, launch_jobs, xla_compat; "
+            "xla_compat.launch(launch_jobs.train, args=(sys.argv[2], int(sys.argv[3])), log_dir=sys.argv[1], nprocs=2)")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code, str(log_dir), failure, str(at_step)], env=ENV,
+                            capture_output=True, text=True, timeout=300)
+    return result, time.monotonic() - started
+
+
+def _without_pid(line):
+    return re.sub(r"pid \d+  ", "", line)
+
+
+def _log(log_dir, rank):
+    return (log_dir / f"rank-{rank}-{HOST}.log").read_text()
+
+
+def test_every_rank_logs_to_its_own_file_and_the_console_is_prefixed(tmp_path) -> None:
+    result, _ = _launch(tmp_path, "none", 0)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        log = _log(tmp_path, rank)
+        assert f"hello from rank {rank} of 2\n" in log
+        assert f"a logging record from rank {rank}" in log  # logging's stderr handler, captured
+        assert f"rank {rank} step 8 grad 3 loss 16\n" in log and f"rank {rank} done\n" in log
+        assert f"rank {1 - rank} " not in log.replace(f"rank {rank} of", "")  # nothing from the other rank
+        assert f"[rank {rank}] rank {rank} done\n" in result.stdout
+    summary = (tmp_path / "summary.txt").read_text()
+    assert summary == result.stderr
+    lines = summary.splitlines()
+    assert lines[0] == f"xla_compat.launch: 2 worker(s) on {HOST}, logs in {tmp_path}"
+    assert [_without_pid(line) for line in lines[1:]] == ["  rank 0  exit code 0", "  rank 1  exit code 0"]
+
+
+def test_a_worker_that_raises_is_named_with_its_traceback_and_the_others_stop(tmp_path) -> None:
+    result, took = _launch(tmp_path, "raise", 3)
+    assert result.returncode == 1
+    assert result.stderr.rstrip().endswith(
+        f"xla_compat.supervisor.JobFailed: rank 1 failed (exit code 1); see {tmp_path}/summary.txt")
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert _without_pid(summary[2]) == "  rank 1  exit code 1  (first to fail)"
+    assert summary[0 + 1].startswith("  rank 0  pid ")  # stopped or broken by the failure, not hanging
+    assert summary[3] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
+    assert summary[-1] == "  | ValueError: bad batch at step 3"
+    assert "  | rank 1 step 3 grad 3 loss 6" in summary
+    log1 = _log(tmp_path, 1)
+    assert 'raise ValueError(f"bad batch at step {step}")' in log1 and "Traceback (most recent call last)" in log1
+    assert "rank 0 step 4" not in _log(tmp_path, 1)
+    assert took < 120
+
+
+def test_a_sigkilled_worker_is_reported_by_signal_with_its_last_lines(tmp_path) -> None:
+    result, took = _launch(tmp_path, "sigkill", 4)
+    assert result.returncode == 1
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert _without_pid(summary[2]) == "  rank 1  killed by SIGKILL  (first to fail)"
+    assert summary[3] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
+    assert summary[-1] == "  | rank 1 step 4 grad 3 loss 8"
+    assert "rank 0 step 4 grad 3 loss 8\n" in _log(tmp_path, 0)
+    assert took < 120
+
+
+def _watched(tmp_path, world, failure, at_step):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    procs = [subprocess.Popen([sys.executable, str(HERE / "launch_jobs.py"), str(tmp_path), str(rank), port,
+                               str(world), failure, str(at_step)], env=ENV, stderr=subprocess.PIPE, text=True)
+             for rank in range(world)]
+    log1 = tmp_path / f"rank-1-{HOST}.log"
+    deadline = time.monotonic() + 120
+    while not (log1.exists() and f"step {at_step}\n" in log1.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stalled = time.monotonic()
+    try:
+        others = [p for rank, p in enumerate(procs) if rank != 1 or failure == "sleep"]
+        for proc in others:
+            proc.wait(timeout=60)
+        return [p.returncode for p in others], time.monotonic() - stalled
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_watchdog_names_a_frozen_rank_and_the_others_exit(tmp_path) -> None:
+    codes, took = _watched(tmp_path, 3, "freeze", 5)
+    assert 124 in codes and all(code != 0 for code in codes), codes
+    assert took < 4 + 6  # the timeout, then a few monitor intervals
+    report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
+    assert report[0].startswith("xla_compat.Watchdog: the job is stopped: ")
+    frozen = next(line for line in report if "rank 1 (pid " in line)
+    assert frozen.endswith("after step 5: the process is gone or frozen") or frozen.endswith(
+        "after step 4: the process is gone or frozen"), frozen  # the step last published
+    rank1 = report[report.index(next(line for line in report if line.startswith("rank 1  pid "))):]
+    assert rank1[0].endswith("  gone") and f"host {HOST}" in rank1[0]
+    assert "      | step 5" in rank1  # its last log lines, read from its file on this host
+    assert sum(line.endswith("  waiting") for line in report) == 2
+
+
+def test_watchdog_names_the_rank_the_others_wait_for(tmp_path) -> None:
+    codes, took = _watched(tmp_path, 3, "sleep", 5)
+    assert 124 in codes and all(code != 0 for code in codes), codes
+    assert took < 4 + 6
+    report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
+    assert "rank(s) 0, 2 wait in a collective for rank(s) 1, which are not in one" in report
+    start = report.index(next(line for line in report if line.startswith("rank 1  pid ")))
+    assert report[start].startswith(f"rank 1  pid ") and "last step 5" in report[start]
+    assert report[start].endswith("  stuck")
+    assert report[report.index("    last log lines:", start) - 1].strip() == "time.sleep(3600)"  # innermost frame
+    assert "      | step 5" in report[start:]
+
+
+SINGLE = r'''
+import sys, time
+import xla_compat
+watch = xla_compat.Watchdog(timeout=2, interval=0.2, log_dir=sys.argv[1])
+for step in range(1, 4):
+    watch.step(step)
+time.sleep(60)
+'''
+
+
+def test_watchdog_without_a_process_group_watches_its_own_process(tmp_path) -> None:
+    started = time.monotonic()
+    script = tmp_path / "single.py"
+    script.write_text(SINGLE)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], env=ENV, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 124
+    assert time.monotonic() - started < 30
+    report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
+    assert report[0] == "xla_compat.Watchdog: the job is stopped: rank 0 made no step for 2 s"
+    assert report[1].startswith("rank 0  pid ") and "last step 3" in report[1]
+    assert report[2:] == [f'    File "{script}", line 7, in <module>', "        time.sleep(60)"]
+    assert result.stderr.endswith("\n".join(report) + "\n")
