@@ -240,10 +240,22 @@ class FlowFacts:
         self._owners: Dict[int, Tuple[ast.AST, ...]] = {id(tree): ()}  # id(scope) -> its owners
         self._outside: Dict[int, Tuple[ast.AST, ast.stmt, object]] = {}  # id(node) -> scope, statement, branch
         self._numbering: Optional[Iterator[None]] = self._number()
+        self._collected = False
         if self.fsdp_refs:
+            self.collect()
+
+    def collect(self) -> None:
+        """Number every statement and gather the wraps, optimizer builds, moves and bindings: up
+        front for a file that references an FSDP wrapper, on a fact's request for others (the
+        checkpoint facts need the bindings). Idempotent."""
+        if self._collected:
+            return
+        self._collected = True
+        if self._numbering is not None:
             for _ in self._numbering:
                 pass
-            self._collect()
+        self._collect()
+        self.__dict__.pop("_bindings_by_name", None)  # built from the bindings, maybe before they were gathered
 
     # -- numbering ----------------------------------------------------------------------------
     def _number(self) -> Iterator[None]:
