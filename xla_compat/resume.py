@@ -14,6 +14,8 @@ import re
 import shutil
 import signal
 import sys
+import threading
+import warnings
 from typing import Any, Callable, Optional, Sequence, Tuple
 
 from .checkpoint import atomic_save
@@ -23,6 +25,28 @@ from .collectives import rank as process_rank
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
 COMMITTED = "COMMITTED"
 _STEP_DIR = re.compile(r"step-(\d{8})")
+_requested = threading.Event()  # a preemption signal arrived in this process
+_managers = 0  # CheckpointManagers that will act on it
+_caught: set = set()
+
+
+def catch_preemption(signals: Sequence[int] = (signal.SIGTERM,)) -> None:
+    """Catch the preemption signals in this process (call it on the main thread, before starting
+    the threads that train: torch_xla's launchers run each device's function in a thread, where
+    Python cannot install signal handlers). While no CheckpointManager exists the signal keeps its
+    default effect; once one does, it only records the request. ``xla_compat.launch(log_dir=...)``
+    calls this in every worker."""
+    for signum in signals:
+        signal.signal(signum, _on_signal)
+        _caught.add(signum)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    if _managers == 0:  # nothing will save: stop as if uncaught
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _requested.set()  # acted on at the next step boundary, where the state is consistent
 
 
 class CheckpointManager:
@@ -42,12 +66,16 @@ class CheckpointManager:
         self.save_every = save_every
         self.keep = keep
         self.exit_code = exit_code
-        self._requested = False
-        for signum in signals:
-            signal.signal(signum, self._on_signal)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._requested = True  # acted on at the next step boundary, where the state is consistent
+        missing = set(signals) - _caught
+        if missing and threading.current_thread() is threading.main_thread():
+            catch_preemption(sorted(missing))
+        elif missing:
+            warnings.warn("CheckpointManager cannot catch SIGTERM from this thread (torch_xla's launcher runs each "
+                          "device in a thread): a preemption will not be saved; start the job with "
+                          "xla_compat.launch(fn, log_dir=...) or call xla_compat.resume.catch_preemption() on the "
+                          "main thread first", RuntimeWarning, stacklevel=2)
+        global _managers
+        _managers += bool(signals)
 
     # -- restore ---------------------------------------------------------------------------------
     def committed_steps(self) -> list:
@@ -74,11 +102,11 @@ class CheckpointManager:
         """Whether any rank was asked to stop (collective when there are several processes)."""
         group = _group()
         if group is None:
-            return self._requested
+            return _requested.is_set()
         import torch
         import torch.distributed as dist
 
-        flag = torch.tensor([int(self._requested)])
+        flag = torch.tensor([int(_requested.is_set())])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
         return bool(flag.item())
 

@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
-from .resume import PREEMPTED_EXIT_CODE
+from .resume import PREEMPTED_EXIT_CODE, catch_preemption
 from .worker_logs import STACKS_SIGNAL, Echo, last_lines, log_path, log_worker
 
 WATCHDOG_EXIT_CODE = 124  # as timeout(1): the job was stopped because a rank died or stalled
@@ -66,6 +66,7 @@ def _worker_main(local_rank: int, nprocs: int, rank: int, fn: Callable, args: tu
     os.environ.setdefault("LOCAL_WORLD_SIZE", str(nprocs))
     os.environ.setdefault("RANK", str(rank))
     log_worker(log_dir, rank, echo=False)
+    catch_preemption()  # here, on the main thread: fn runs in a device thread
     from . import _upstream as up
 
     pjrt = up.module("torch_xla._internal.pjrt")
@@ -132,13 +133,18 @@ def _forward(workers: Dict[int, Any]) -> Callable:
 def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Tuple[Optional[int], Set[int]]:
     """Wait for every worker; once one fails, collect the others' stacks and stop them. Returns
     the first rank seen failing and the ranks the launcher had to stop."""
-    while any(w.is_alive() for w in workers.values()):
-        failed = [r for r, w in workers.items() if w.exitcode not in (None, 0, PREEMPTED_EXIT_CODE)]
-        if failed:
-            return failed[0], _stop_the_rest(workers, stacks_wait, grace)
-        time.sleep(0.05)
-    failed = [r for r, w in workers.items() if w.exitcode not in (0, PREEMPTED_EXIT_CODE)]
-    return (failed[0] if failed else None), set()
+    from multiprocessing.connection import wait
+
+    running = {w.sentinel: r for r, w in workers.items()}
+    while running:
+        ended = [running.pop(sentinel) for sentinel in wait(list(running), timeout=0.5)]
+        for rank in ended:
+            workers[rank].join()  # the sentinel can fire just before the exit status is there
+        failed = [r for r in ended if workers[r].exitcode not in (0, PREEMPTED_EXIT_CODE)]
+        if failed:  # of two that ended together, one killed by a signal is the likelier cause
+            culprit = min(failed, key=lambda r: (workers[r].exitcode >= 0, r))
+            return culprit, _stop_the_rest(workers, stacks_wait, grace)
+    return None, set()
 
 
 def _stop_the_rest(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Set[int]:
@@ -193,4 +199,3 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-

@@ -84,8 +84,8 @@ class Watchdog:
             try:
                 reason = self._check()
             except Exception as exc:  # the store went away with the rank hosting it
-                reason = f"the process group's store is unreachable ({type(exc).__name__}: {exc}); the rank hosting it " \
-                         "(usually rank 0) is probably gone"
+                reason = (f"the process group's store is unreachable ({type(exc).__name__}: {exc}); "
+                          "the rank hosting it (usually rank 0) is probably gone")
                 self._store = None
             if reason is not None and not self._closed.is_set():
                 self._stop(reason)

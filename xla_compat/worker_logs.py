@@ -107,4 +107,3 @@ class Echo(threading.Thread):
     def stop(self) -> None:
         self._stopped.set()
         self.join(timeout=5)
-

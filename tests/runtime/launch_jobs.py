@@ -59,3 +59,17 @@ def watched(rank, port, world, failure, at_step):
 
 if __name__ == "__main__":
     watched(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
+
+
+def preemptible(rank, directory):
+    """Trains until told to stop: a SIGTERM to the launcher reaches every worker's CheckpointManager."""
+    import torch.distributed as dist
+
+    import xla_compat
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    manager = xla_compat.CheckpointManager(directory, save_every=1000)
+    for step in range(1, 100_000):
+        time.sleep(0.05)
+        print(f"step {step}", flush=True)
+        manager.step(step, lambda: {"rank": rank, "step": step})

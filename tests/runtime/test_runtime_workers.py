@@ -6,7 +6,12 @@ import re
 import socket
 import subprocess
 import sys
+import signal
 import time
+
+import torch
+
+import xla_compat
 
 HERE = pathlib.Path(__file__).parent
 HOST = socket.gethostname()
@@ -16,10 +21,8 @@ ENV = dict(os.environ, PJRT_DEVICE="CPU", PYTHONPATH=os.pathsep.join([str(HERE),
 def _launch(log_dir, failure, at_step):
     code = ("import sys, launch_jobs, xla_compat; "
             "xla_compat.launch(launch_jobs.train, args=(sys.argv[2], int(sys.argv[3])), log_dir=sys.argv[1], nprocs=2)")
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", code, str(log_dir), failure, str(at_step)], env=ENV,
-                            capture_output=True, text=True, timeout=300)
-    return result, time.monotonic() - started
+    return subprocess.run([sys.executable, "-c", code, str(log_dir), failure, str(at_step)], env=ENV,
+                          capture_output=True, text=True, timeout=300)  # a hang fails here
 
 
 def _without_pid(line):
@@ -31,7 +34,7 @@ def _log(log_dir, rank):
 
 
 def test_every_rank_logs_to_its_own_file_and_the_console_is_prefixed(tmp_path) -> None:
-    result, _ = _launch(tmp_path, "none", 0)
+    result = _launch(tmp_path, "none", 0)
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in (0, 1):
         log = _log(tmp_path, rank)
@@ -48,7 +51,7 @@ def test_every_rank_logs_to_its_own_file_and_the_console_is_prefixed(tmp_path) -
 
 
 def test_a_worker_that_raises_is_named_with_its_traceback_and_the_others_stop(tmp_path) -> None:
-    result, took = _launch(tmp_path, "raise", 3)
+    result = _launch(tmp_path, "raise", 3)
     assert result.returncode == 1
     assert result.stderr.rstrip().endswith(
         f"xla_compat.supervisor.JobFailed: rank 1 failed (exit code 1); see {tmp_path}/summary.txt")
@@ -61,18 +64,35 @@ def test_a_worker_that_raises_is_named_with_its_traceback_and_the_others_stop(tm
     log1 = _log(tmp_path, 1)
     assert 'raise ValueError(f"bad batch at step {step}")' in log1 and "Traceback (most recent call last)" in log1
     assert "rank 0 step 4" not in _log(tmp_path, 1)
-    assert took < 120
 
 
 def test_a_sigkilled_worker_is_reported_by_signal_with_its_last_lines(tmp_path) -> None:
-    result, took = _launch(tmp_path, "sigkill", 4)
+    result = _launch(tmp_path, "sigkill", 4)
     assert result.returncode == 1
     summary = (tmp_path / "summary.txt").read_text().splitlines()
     assert _without_pid(summary[2]) == "  rank 1  killed by SIGKILL  (first to fail)"
     assert summary[3] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
     assert summary[-1] == "  | rank 1 step 4 grad 3 loss 8"
     assert "rank 0 step 4 grad 3 loss 8\n" in _log(tmp_path, 0)
-    assert took < 120
+
+
+def test_a_sigterm_to_the_launcher_checkpoints_every_rank_and_exits_75(tmp_path) -> None:
+    code = ("import sys, launch_jobs, xla_compat; "
+            "xla_compat.launch(launch_jobs.preemptible, args=(sys.argv[2],), log_dir=sys.argv[1], nprocs=2)")
+    launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "logs"), str(tmp_path / "ckpt")], env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in launcher.stdout:
+        if line.startswith("[rank 1] step 5"):
+            launcher.send_signal(signal.SIGTERM)  # what a preemptible VM's shutdown does
+            break
+    _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode == 75, err[-2000:]
+    summary = [_without_pid(line) for line in (tmp_path / "logs" / "summary.txt").read_text().splitlines()]
+    assert summary[1:] == [f"  rank {r}  exit code 75 (preempted: restart the job to resume)" for r in (0, 1)]
+    [step] = xla_compat.CheckpointManager(str(tmp_path / "ckpt"), save_every=1000, signals=()).committed_steps()
+    for rank in (0, 1):
+        saved = torch.load(tmp_path / "ckpt" / f"step-{step:08d}" / f"rank-{rank:05d}.pt", weights_only=False)
+        assert saved == {"rank": rank, "step": step}
 
 
 def _watched(tmp_path, world, failure, at_step):
@@ -86,12 +106,11 @@ def _watched(tmp_path, world, failure, at_step):
     deadline = time.monotonic() + 120
     while not (log1.exists() and f"step {at_step}\n" in log1.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    stalled = time.monotonic()
     try:
         others = [p for rank, p in enumerate(procs) if rank != 1 or failure == "sleep"]
         for proc in others:
-            proc.wait(timeout=60)
-        return [p.returncode for p in others], time.monotonic() - stalled
+            proc.wait(timeout=60)  # a hang fails here
+        return [p.returncode for p in others]
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -99,13 +118,18 @@ def _watched(tmp_path, world, failure, at_step):
                 proc.wait()
 
 
+def _silence(line):
+    """The seconds of silence a report line gives, as the watchdog measured them."""
+    return int(re.search(r"(?:no heartbeat|no step) for (\d+) s", line).group(1))
+
+
 def test_watchdog_names_a_frozen_rank_and_the_others_exit(tmp_path) -> None:
-    codes, took = _watched(tmp_path, 3, "freeze", 5)
+    codes = _watched(tmp_path, 3, "freeze", 5)
     assert 124 in codes and all(code != 0 for code in codes), codes
-    assert took < 4 + 6  # the timeout, then a few monitor intervals
     report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
     assert report[0].startswith("xla_compat.Watchdog: the job is stopped: ")
     frozen = next(line for line in report if "rank 1 (pid " in line)
+    assert _silence(frozen) <= 4 + 1  # noticed within the timeout and a monitor interval or two
     assert frozen.endswith("after step 5: the process is gone or frozen") or frozen.endswith(
         "after step 4: the process is gone or frozen"), frozen  # the step last published
     rank1 = report[report.index(next(line for line in report if line.startswith("rank 1  pid "))):]
@@ -115,13 +139,13 @@ def test_watchdog_names_a_frozen_rank_and_the_others_exit(tmp_path) -> None:
 
 
 def test_watchdog_names_the_rank_the_others_wait_for(tmp_path) -> None:
-    codes, took = _watched(tmp_path, 3, "sleep", 5)
+    codes = _watched(tmp_path, 3, "sleep", 5)
     assert 124 in codes and all(code != 0 for code in codes), codes
-    assert took < 4 + 6
     report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
     assert "rank(s) 0, 2 wait in a collective for rank(s) 1, which are not in one" in report
+    assert _silence(report[0]) <= 4 + 1
     start = report.index(next(line for line in report if line.startswith("rank 1  pid ")))
-    assert report[start].startswith(f"rank 1  pid ") and "last step 5" in report[start]
+    assert report[start].startswith("rank 1  pid ") and "last step 5" in report[start]
     assert report[start].endswith("  stuck")
     assert report[report.index("    last log lines:", start) - 1].strip() == "time.sleep(3600)"  # innermost frame
     assert "      | step 5" in report[start:]
@@ -138,13 +162,11 @@ time.sleep(60)
 
 
 def test_watchdog_without_a_process_group_watches_its_own_process(tmp_path) -> None:
-    started = time.monotonic()
     script = tmp_path / "single.py"
     script.write_text(SINGLE)
     result = subprocess.run([sys.executable, str(script), str(tmp_path)], env=ENV, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 124
-    assert time.monotonic() - started < 30
     report = (tmp_path / "watchdog-report.txt").read_text().splitlines()
     assert report[0] == "xla_compat.Watchdog: the job is stopped: rank 0 made no step for 2 s"
     assert report[1].startswith("rank 0  pid ") and "last step 3" in report[1]
