@@ -24,6 +24,7 @@ from .collectives import rank as process_rank
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
 COMMITTED = "COMMITTED"
+DISTRIBUTED = "distributed"  # the torch.distributed.checkpoint folder of an SPMD model's step
 _STEP_DIR = re.compile(r"step-(\d{8})")
 _requested = threading.Event()  # a preemption signal arrived in this process
 _managers = 0  # CheckpointManagers that will act on it
@@ -53,10 +54,13 @@ class CheckpointManager:
     """Periodic, atomic, preemption-aware checkpoints of one training job.
 
     ``restore()`` returns ``(step, state)`` of the newest committed checkpoint (this rank's state)
-    or None; call ``step(n, state_fn)`` after each training step: it saves ``state_fn()`` every
-    ``save_every`` steps and, once a preemption signal (SIGTERM) arrived on any rank, saves that
-    step and exits with status 75 (``xla_compat.resume.PREEMPTED_EXIT_CODE``: restart the job to
-    resume). Several processes need a torch.distributed process group (as the collectives do)."""
+    or None (for an SPMD model, ``restore(into=model.state_dict())`` loads it in place); call
+    ``step(n, state_fn)`` after each training step: it saves ``state_fn()`` every ``save_every``
+    steps and, once a preemption signal (SIGTERM) arrived on any rank, saves that step and exits
+    with status 75 (``xla_compat.resume.PREEMPTED_EXIT_CODE``: restart the job to resume). An
+    FSDPv1 model's state (with its ``get_shard_metadata()``) is saved per rank (:meth:`consolidate`
+    merges it); an SPMD-sharded one with distributed checkpointing. Several processes need a
+    torch.distributed process group (as the collectives do)."""
 
     def __init__(self, directory: str, save_every: int, keep: int = 2,
                  signals: Sequence[int] = (signal.SIGTERM,), exit_code: int = PREEMPTED_EXIT_CODE) -> None:
@@ -87,15 +91,47 @@ class CheckpointManager:
         steps = [int(m.group(1)) for m in map(_STEP_DIR.fullmatch, names) if m]
         return sorted(s for s in steps if os.path.exists(os.path.join(self._step_dir(s), COMMITTED)))
 
-    def restore(self) -> Optional[Tuple[int, Any]]:
-        """``(step, state)`` of the newest committed checkpoint for this rank, or None."""
+    def restore(self, into: Any = None) -> Optional[Tuple[int, Any]]:
+        """``(step, state)`` of the newest committed checkpoint for this rank, or None. A checkpoint
+        of an SPMD model (written with distributed checkpointing) is loaded in place into ``into``,
+        a state dict of the same structure whose tensors carry the shardings wanted."""
         import torch
 
         steps = self.committed_steps()
         if not steps:
             return None
-        path = os.path.join(self._step_dir(steps[-1]), f"rank-{process_rank():05d}.pt")
-        return steps[-1], torch.load(path, weights_only=False)
+        folder = self._step_dir(steps[-1])
+        if os.path.isdir(os.path.join(folder, DISTRIBUTED)):
+            if into is None:
+                raise TypeError(f"{folder} holds a distributed (SPMD) checkpoint: pass restore(into=state_dict), "
+                                "the state dict of the sharded model to load it into")
+            dcp, planners = _distributed_checkpoint()
+            load = getattr(dcp, "load", None) or dcp.load_state_dict  # torch 2.1 has only the latter
+            load(state_dict=into, storage_reader=dcp.FileSystemReader(os.path.join(folder, DISTRIBUTED)),
+                 planner=planners.SPMDLoadPlanner(), no_dist=_group() is None)
+            return steps[-1], into
+        return steps[-1], torch.load(os.path.join(folder, f"rank-{process_rank():05d}.pt"), weights_only=False)
+
+    def consolidate(self, step: Optional[int] = None, key: str = "model") -> Any:
+        """The whole model of an FSDPv1 checkpoint: every rank's ``state[key]`` shard merged with
+        ``state["shard_metadata"]`` (run it in one process, or offline). Upstream:
+        ``consolidate_sharded_state_dicts``."""
+        import torch
+
+        from . import _upstream as up
+
+        steps = self.committed_steps()
+        step = steps[-1] if step is None else step
+        if step not in steps:
+            raise FileNotFoundError(f"no committed checkpoint of step {step} in {self.directory} (committed: {steps})")
+        folder = self._step_dir(step)
+        files = sorted(name for name in os.listdir(folder) if name.startswith("rank-"))
+        shards = [torch.load(os.path.join(folder, name), weights_only=False) for name in files]
+        if not all(isinstance(s, dict) and key in s and "shard_metadata" in s for s in shards):
+            raise ValueError(f"{folder} does not hold FSDP shards: each rank's state needs '{key}' and "
+                             "'shard_metadata' (model.get_shard_metadata())")
+        fsdp = up.module("torch_xla.distributed.fsdp")
+        return fsdp.consolidate_sharded_state_dicts([s[key] for s in shards], shards[0]["shard_metadata"])
 
     # -- save ------------------------------------------------------------------------------------
     def reached_preemption(self) -> bool:
@@ -125,7 +161,13 @@ class CheckpointManager:
         """Write this rank's ``state`` for ``step``; rank 0 commits once every rank has written."""
         folder = self._step_dir(step)
         os.makedirs(folder, exist_ok=True)
-        atomic_save(to_cpu(state), os.path.join(folder, f"rank-{process_rank():05d}.pt"))
+        if _is_spmd(state):  # each process writes its own shards; gathering them on every host would not scale
+            dcp, planners = _distributed_checkpoint()
+            write = getattr(dcp, "save", None) or dcp.save_state_dict  # torch 2.1 has only the latter
+            write(state_dict=state, storage_writer=dcp.FileSystemWriter(os.path.join(folder, DISTRIBUTED)),
+                  planner=planners.SPMDSavePlanner(), no_dist=_group() is None)
+        else:
+            atomic_save(to_cpu(state), os.path.join(folder, f"rank-{process_rank():05d}.pt"))
         rendezvous("xla_compat.CheckpointManager.save")  # every rank's file is in place
         if process_rank() == 0:
             marker = os.path.join(folder, COMMITTED)
@@ -150,3 +192,39 @@ class CheckpointManager:
 
     def _step_dir(self, step: int) -> str:
         return os.path.join(self.directory, f"step-{step:08d}")
+
+
+def _is_spmd(state: Any) -> bool:
+    """Whether ``state`` holds an XLA tensor sharded with SPMD."""
+    import torch
+
+    tensors = [t for t in _leaves(state) if isinstance(t, torch.Tensor) and t.device.type == "xla"]
+    if not tensors:
+        return False
+    from . import _upstream as up
+
+    spec = up.torch_xla()._XLAC._get_xla_sharding_spec
+    return any(spec(t) for t in tensors)
+
+
+def _leaves(data: Any) -> list:
+    if isinstance(data, dict):
+        return [leaf for value in data.values() for leaf in _leaves(value)]
+    if isinstance(data, (list, tuple)):
+        return [leaf for value in data for leaf in _leaves(value)]
+    return [data]
+
+
+def _distributed_checkpoint() -> tuple:
+    """``torch.distributed.checkpoint`` and torch_xla's SPMD planners, where the release has them."""
+    from . import _upstream as up
+
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        planners = up.module("torch_xla.experimental.distributed_checkpoint")
+    except ImportError as exc:
+        raise NotImplementedError(f"torch_xla {up.torch_xla().__version__} has no distributed checkpointing "
+                                  "(torch_xla.experimental.distributed_checkpoint): an SPMD model cannot be "
+                                  "checkpointed by shard") from exc
+    return dcp, planners

@@ -166,3 +166,101 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path) -> Non
     for r in (0, 1):
         saved = torch.load(tmp_path / f"step-{step:08d}" / f"rank-{r:05d}.pt", weights_only=False)
         assert saved == {"rank": r, "step": step}
+
+
+SPMD = r'''
+import os, sys
+import numpy as np
+import torch
+import xla_compat
+
+xs = xla_compat.spmd()
+import torch_xla.runtime as xr
+xr.use_spmd()
+mesh = xs.Mesh(np.arange(4), (4, 1), ("data", "model"))
+
+
+def sharded_model():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).to(xla_compat.device())
+    xs.mark_sharding(model.weight, mesh, ("data", None))
+    return model
+
+
+model = sharded_model()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+manager = xla_compat.CheckpointManager(sys.argv[1], save_every=3)
+for step in range(1, 4):
+    loss = model(torch.ones(2, 8, device=xla_compat.device())).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    xla_compat.sync()
+    manager.step(step, model.state_dict)
+fresh = sharded_model()
+try:
+    manager.restore()
+except TypeError as exc:
+    print(exc)
+step, state = manager.restore(into=fresh.state_dict())
+fresh.load_state_dict(state)
+spec = xla_compat._upstream.torch_xla()._XLAC._get_xla_sharding_spec
+print(step, torch.equal(fresh.weight.cpu(), model.weight.cpu()), torch.equal(fresh.bias.cpu(), model.bias.cpu()),
+      spec(fresh.weight))
+'''
+
+
+def test_an_spmd_model_is_checkpointed_by_shard_and_restored_into_its_sharding(tmp_path) -> None:
+    env = dict(ENV, CPU_NUM_DEVICES="4")
+    result = subprocess.run([sys.executable, "-c", SPMD, str(tmp_path)], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = tmp_path / "step-00000003"
+    assert result.stdout.splitlines() == [
+        f"{folder} holds a distributed (SPMD) checkpoint: pass restore(into=state_dict), the state dict of the "
+        "sharded model to load it into",
+        "3 True True {devices=[4,1]0,1,2,3}"]
+    assert sorted(p.name for p in folder.iterdir()) == ["COMMITTED", "distributed"]
+    assert sorted(p.name for p in (folder / "distributed").iterdir()) == [".metadata", "__0_0.distcp"]
+
+
+FSDP = r'''
+import sys
+import torch
+import xla_compat
+from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+
+torch.manual_seed(0)
+model = FSDP(torch.nn.Linear(8, 4).to(xla_compat.device()))
+opt = torch.optim.Adam(model.parameters(), lr=0.1)
+manager = xla_compat.CheckpointManager(sys.argv[1], save_every=2)
+state = lambda: {"model": model.state_dict(), "shard_metadata": model.get_shard_metadata(), "opt": opt.state_dict()}
+for step in range(1, 3):
+    loss = model(torch.ones(2, 8, device=xla_compat.device())).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    xla_compat.sync()
+    manager.step(step, state)
+step, saved = manager.restore()
+print(step, sorted(saved), all(torch.equal(saved["model"][k], v.cpu()) for k, v in model.state_dict().items()))
+full = manager.consolidate()
+torch.manual_seed(0)
+plain = torch.nn.Linear(8, 4)  # the same training without FSDP
+opt = torch.optim.Adam(plain.parameters(), lr=0.1)
+for step in range(1, 3):
+    loss = plain(torch.ones(2, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(sorted(full), all(torch.allclose(full[k], v, atol=1e-6) for k, v in plain.state_dict().items()))
+'''
+
+
+def test_an_fsdp_model_checkpoints_each_ranks_shard_with_its_metadata(tmp_path) -> None:
+    result = subprocess.run([sys.executable, "-c", FSDP, str(tmp_path)], capture_output=True, text=True, env=ENV,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2 ['model', 'opt', 'shard_metadata'] True"
+    assert lines[1] == "['bias', 'weight'] True"  # consolidated: the unwrapped model's names and values
