@@ -172,3 +172,20 @@ def test_watchdog_without_a_process_group_watches_its_own_process(tmp_path) -> N
     assert report[1].startswith("rank 0  pid ") and "last step 3" in report[1]
     assert report[2:] == [f'    File "{script}", line 7, in <module>', "        time.sleep(60)"]
     assert result.stderr.endswith("\n".join(report) + "\n")
+
+
+def test_the_training_script_of_the_fault_tolerance_page_runs_and_resumes(tmp_path) -> None:
+    page = (HERE.parent.parent / "docs" / "fault-tolerance.md").read_text()
+    script = tmp_path / "train.py"
+    script.write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
+    command = [sys.executable, str(script), "--nprocs", "2", "--steps", "6", "--save-every", "3",
+               "--checkpoints", str(tmp_path / "ckpt"), "--logs", str(tmp_path / "logs"), "--stall-timeout", "120"]
+    first = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "[rank 1] rank 1 finished 6 steps\n" in first.stdout
+    assert xla_compat.CheckpointManager(str(tmp_path / "ckpt"), save_every=3, signals=()).committed_steps() == [3, 6]
+    again = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"[rank {rank}] resumed after step 6\n" in again.stdout
+        assert "resumed after step 6\n" in _log(tmp_path / "logs", rank)
