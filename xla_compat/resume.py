@@ -108,7 +108,7 @@ class CheckpointManager:
             dcp, planners = _distributed_checkpoint()
             load = getattr(dcp, "load", None) or dcp.load_state_dict  # torch 2.1 has only the latter
             load(state_dict=into, storage_reader=dcp.FileSystemReader(os.path.join(folder, DISTRIBUTED)),
-                 planner=planners.SPMDLoadPlanner(), no_dist=_group() is None)
+                 planner=planners.SPMDLoadPlanner(), **_no_dist(load))
             return steps[-1], into
         return steps[-1], torch.load(os.path.join(folder, f"rank-{process_rank():05d}.pt"), weights_only=False)
 
@@ -165,7 +165,7 @@ class CheckpointManager:
             dcp, planners = _distributed_checkpoint()
             write = getattr(dcp, "save", None) or dcp.save_state_dict  # torch 2.1 has only the latter
             write(state_dict=state, storage_writer=dcp.FileSystemWriter(os.path.join(folder, DISTRIBUTED)),
-                  planner=planners.SPMDSavePlanner(), no_dist=_group() is None)
+                  planner=planners.SPMDSavePlanner(), **_no_dist(write))
         else:
             atomic_save(to_cpu(state), os.path.join(folder, f"rank-{process_rank():05d}.pt"))
         rendezvous("xla_compat.CheckpointManager.save")  # every rank's file is in place
@@ -213,6 +213,14 @@ def _leaves(data: Any) -> list:
     if isinstance(data, (list, tuple)):
         return [leaf for value in data for leaf in _leaves(value)]
     return [data]
+
+
+def _no_dist(function: Callable) -> dict:
+    """``no_dist=True`` without a process group, where the function takes it (torch 2.2-2.5's
+    ``save``/``load`` do not; they infer it)."""
+    import inspect
+
+    return {"no_dist": True} if _group() is None and "no_dist" in inspect.signature(function).parameters else {}
 
 
 def _distributed_checkpoint() -> tuple:
