@@ -218,9 +218,9 @@ def _leaves(data: Any) -> list:
 def _no_dist(function: Callable) -> dict:
     """``no_dist=True`` without a process group, where the function takes it (torch 2.2-2.5's
     ``save``/``load`` do not; they infer it)."""
-    import inspect
+    from . import _upstream as up
 
-    return {"no_dist": True} if _group() is None and "no_dist" in inspect.signature(function).parameters else {}
+    return {"no_dist": True} if _group() is None and up.accepts(function, "no_dist") else {}
 
 
 def _distributed_checkpoint() -> tuple:

@@ -106,16 +106,17 @@ class Watchdog:
             if record["tick"] != tick:
                 self._seen[rank] = (record["tick"], now)
             elif now - since > self.timeout:
-                return (f"rank {rank} (pid {record['pid']}, host {record['host']}) sent no heartbeat for "
-                        f"{now - since:.0f} s after step {record['step']}: the process is gone or frozen")
+                return self._gone(rank, record)
         if idle > self.timeout:
             return f"no step for {idle:.0f} s on rank {self.rank} (last step {self._step})"
         return None
 
+    def _record(self, state: str, **extra: Any) -> dict:
+        return {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "step": self._step,
+                "tick": self._tick, "idle": round(time.monotonic() - self._last_step, 1), "state": state, **extra}
+
     def _publish(self, state: str, **extra: Any) -> None:
-        record = {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "step": self._step,
-                  "tick": self._tick, "idle": round(time.monotonic() - self._last_step, 1), "state": state, **extra}
-        self._store.set(f"rank/{self.rank}", json.dumps(record))
+        self._store.set(f"rank/{self.rank}", json.dumps(self._record(state, **extra)))
 
     def _records(self) -> Dict[int, dict]:
         keys = [f"rank/{r}" for r in range(self.world)]
@@ -129,7 +130,8 @@ class Watchdog:
             self._agree(reason, stack, waiting)
         except Exception as exc:
             sys.stderr.write(f"[xla_compat.Watchdog] the other ranks cannot be reached ({exc})\n")
-            self._write_report(self._report(reason, {self.rank: self._own(stack, waiting)}), overwrite=False)
+            own = self._record("stopping", stack=stack, waiting=waiting, log=self._log_tail())
+            self._write_report(self._report(reason, {self.rank: own}), overwrite=False)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(self.exit_code)
@@ -189,10 +191,9 @@ class Watchdog:
     def _alive(self, rank: int) -> bool:
         return self._silent_for(rank) <= self.timeout
 
-    def _own(self, stack: List[str], waiting: bool) -> dict:
-        return {"rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(), "step": self._step,
-                "idle": round(time.monotonic() - self._last_step, 1), "state": "stopping", "stack": stack,
-                "waiting": waiting, "log": self._log_tail()}
+    def _gone(self, rank: int, record: dict) -> str:
+        return (f"rank {rank} (pid {record['pid']}, host {record['host']}) sent no heartbeat for "
+                f"{self._silent_for(rank):.0f} s after step {record['step']}: the process is gone or frozen")
 
     def _report(self, reason: str, records: Dict[int, dict]) -> str:
         lines = [f"xla_compat.Watchdog: the job is stopped: {reason}"]
@@ -200,8 +201,7 @@ class Watchdog:
         for rank, rec in sorted(records.items()):
             if rec["state"] == "running" and not self._alive(rank):
                 by_state["gone"].append(rank)
-                gone = (f"rank {rank} (pid {rec['pid']}, host {rec['host']}) sent no heartbeat for "
-                        f"{self._silent_for(rank):.0f} s after step {rec['step']}: the process is gone or frozen")
+                gone = self._gone(rank, rec)
                 lines += [gone] if gone != reason else []
             elif rec["state"] == "stopping":
                 by_state["waiting" if rec["waiting"] else "stuck"].append(rank)
