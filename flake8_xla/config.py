@@ -269,14 +269,14 @@ def load_file(path: str) -> Optional[Settings]:
     return None
 
 
-_CANDIDATES = ("pyproject.toml", "setup.cfg", "tox.ini", ".flake8")
+CONFIG_FILES = ("pyproject.toml", "setup.cfg", "tox.ini", ".flake8")
 
 
 def discover(start: str) -> Settings:
     """The settings of the first config file found from ``start`` upwards (defaults if none)."""
     directory = os.path.abspath(start)
     while True:
-        for name in _CANDIDATES:
+        for name in CONFIG_FILES:
             path = os.path.join(directory, name)
             if os.path.isfile(path):
                 found = load_file(path)
@@ -306,6 +306,6 @@ def merge(base: Settings, **overrides) -> Settings:
     return base._replace(**changes)
 
 
-__all__ = ["FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version", "discover",
-           "known_releases", "load_file", "merge", "parse_per_file_ignores", "parse_sync_functions",
+__all__ = ["CONFIG_FILES", "FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version",
+           "discover", "known_releases", "load_file", "merge", "parse_per_file_ignores", "parse_sync_functions",
            "settings_from_mapping"]

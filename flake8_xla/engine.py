@@ -139,11 +139,26 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     return fix_to_fixpoint(source, candidates)
 
 
+def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
+            sync_functions: FrozenSet[str] = frozenset()) -> FixOutcome:
+    """Apply the fix of one diagnostic (as :func:`lint_fixable` reports it), safe or not, with the
+    imports it needs: one pass, declined like any fix when the result would not parse. An editor's
+    quick fix; ``outcome.fixed`` is empty when the diagnostic has no fix (any more)."""
+    def candidates(current: str, tree: ast.Module):
+        if current != source:  # one pass: the loop asks again after applying it, and gets nothing
+            return None, []
+        pairs, site = lint_fixable(current, tree, filename, target, assume_xla=True, sync_functions=sync_functions)
+        chosen = next((fix for d, fix in pairs if d == diagnostic and fix is not None), None)
+        return site, [] if chosen is None else [(diagnostic.code, chosen)]
+
+    return fix_to_fixpoint(source, candidates)
+
+
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
                 assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
     return lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions)
 
 
-__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_source", "lint", "lint_fixable", "lint_source",
-           "lint_tree", "might_match", "rule_index", "too_deep_message"]
+__all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_one", "fix_source", "lint", "lint_fixable",
+           "lint_source", "lint_tree", "might_match", "rule_index", "too_deep_message"]

@@ -14,6 +14,7 @@ LATE_FOR_SPEED = {
     ("cli/commands.py", "..docs"): "only `explain` renders a rule page",
     ("cli/running.py", "..documents.programs"): "only notebooks, Markdown and rst files need the documents layer",
     ("cli/running.py", "..documents.reading"): "only notebooks, Markdown and rst files need the documents layer",
+    ("cli/commands.py", "..lsp.server"): "only `server` needs the language server (and pygls, an optional extra)",
 }
 
 

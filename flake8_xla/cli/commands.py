@@ -1,4 +1,4 @@
-"""The commands: ``flake8-xla check|fix|explain|rules|clean``, their options, and ``main``.
+"""The commands: ``flake8-xla check|fix|explain|rules|clean|server``, their options, and ``main``.
 
 Exit status: 0 clean, 1 diagnostics remain, 2 usage or configuration error (one line on stderr).
 """
@@ -132,6 +132,9 @@ SUBCOMMANDS = {  # name -> (help, what adds its options)
     "explain": ("print a rule's documentation", lambda explain: explain.add_argument("code")),
     "rules": ("list every rule", lambda rules: None),
     "clean": ("remove the result cache", _clean_options),
+    # --stdio: what LSP clients (vscode-languageclient) add to say the transport; stdio is the only one
+    "server": ("run the language server (LSP, on stdin/stdout) for editors; needs flake8-xla[lsp]",
+               lambda server: server.add_argument("--stdio", action="store_true", help="accepted; the default")),
 }
 
 
@@ -374,7 +377,17 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "fix": cmd_fix, "explain": cmd_explain, "rules": cmd_rules, "clean": cmd_clean}
+def cmd_server(args: argparse.Namespace) -> int:
+    try:
+        from ..lsp.server import serve  # `server` only: pygls is an optional extra
+    except ImportError as exc:
+        raise UsageError(f"the language server needs the lsp extra (cannot import {exc.name}): "
+                         "pip install 'flake8-xla[lsp]'") from None
+    return serve()
+
+
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "explain": cmd_explain, "rules": cmd_rules, "clean": cmd_clean,
+            "server": cmd_server}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -111,12 +111,13 @@ def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple
     return findings, unsafe_only
 
 
-def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+def run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Optional[str] = None) -> FileResult:
     """One file's findings (and fixes). A bug of ours in one file is reported there as XLA000, as
-    the flake8 plugin does, instead of ending the whole run."""
+    the flake8 plugin does, instead of ending the whole run. ``text``: the content of ``-`` as
+    text already (an editor's buffer), instead of ``stdin_bytes``."""
     try:
         with collector_paused():  # parsing and analysing one file: reference counting frees it
-            return _run_file(job, path, stdin_bytes)
+            return _run_file(job, path, stdin_bytes, text)
     except TOO_DEEP as exc:  # nesting past what Python's parser or our walks can recurse into
         display = display_name(path, job.stdin_filename)
         return FileResult(display, [_file_error(display, "E999", too_deep_message(exc))])
@@ -131,12 +132,12 @@ def _read(job: Job, path: str, name: str, stdin_bytes: Optional[bytes]) -> Sourc
     return decode_source(data or b"", name != "-" and is_document(name))
 
 
-def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None) -> FileResult:
+def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Optional[str] = None) -> FileResult:
     name = _logical_path(job, path)
     display = display_name(path, job.stdin_filename)
     result = FileResult(display)
     try:
-        source = _read(job, path, name, stdin_bytes)
+        source = Source(text, "utf-8") if text is not None else _read(job, path, name, stdin_bytes)
     except OSError as exc:
         result.findings.append(_file_error(display, "E902", f"{type(exc).__name__}: {exc.strerror or exc}"))
         return result

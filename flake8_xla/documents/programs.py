@@ -15,7 +15,8 @@ from collections import Counter
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from .reading import Block, Document, DocumentError, rewrite
-from ..engine import concerns_xla, fix_source, lint_fixable
+from ..engine import concerns_xla, fix_one, fix_source, lint_fixable
+from ..fixing import Fix
 from ..fixing.lines import split_lines
 from ..rule import Diagnostic
 from ..versions import Target
@@ -149,22 +150,33 @@ class DocumentFix(NamedTuple):
     fixed: Counter  # fixes applied, by code
     error: Optional[str]  # a fix pass that was dropped (see FixOutcome.error)
     notes: List[str]  # what the applied fixes still ask of the user
+    applied: List[Fix]  # the fixes applied
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],
-                 unsafe: bool, assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> DocumentFix:
+                 unsafe: bool, assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset(),
+                 only: Optional[Tuple[int, Diagnostic]] = None) -> DocumentFix:
     """Fix each program of a document, then write the changed blocks back into ``text``. Raises
-    :class:`DocumentError` when a changed block cannot be written back safely."""
+    :class:`DocumentError` when a changed block cannot be written back safely.
+
+    ``only``: (position in :func:`programs`, raw diagnostic of that program, as
+    :func:`lint_document` gives it): apply that diagnostic's fix alone (an editor's quick fix)."""
     old = {block.index: block.source for block in document.blocks}
     changed: Dict[int, str] = {}
     fixed: Counter = Counter()
     notes: List[str] = []
+    applied: List[Fix] = []
     error = None
-    for program in programs(document, text):
-        if not concerns_xla(program.source, assume_xla):
+    for number, program in enumerate(programs(document, text)):
+        if only is not None:
+            if number != only[0]:
+                continue
+            outcome = fix_one(program.source, document.path, target, only[1], sync_functions)
+        elif not concerns_xla(program.source, assume_xla):
             continue
-        outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True,
-                             sync_functions=sync_functions)
+        else:
+            outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True,
+                                 sync_functions=sync_functions)
         error = error or outcome.error
         if outcome.source == program.source:
             continue
@@ -172,6 +184,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
         if blocks is None:
             raise DocumentError("a fix moved code across blocks")
         fixed += outcome.fixed
+        applied += outcome.applied
         notes.extend(note for note in outcome.notes if note not in notes)
         changed.update({index: source for index, source in blocks.items()
                         if source.rstrip("\n") != old[index].rstrip("\n")})
@@ -180,7 +193,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             ast.parse(source)
         except SyntaxError as exc:
             raise DocumentError(f"a fix would leave block {index + 1} unparsable: {exc.msg}") from None
-    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error, notes)
+    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error, notes, applied)
 
 
 __all__ = ["SEPARATE_BLOCKS", "DocumentFix", "Located", "Program", "fix_document", "lint_document", "programs"]

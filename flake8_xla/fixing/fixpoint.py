@@ -111,7 +111,7 @@ def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast
 class FixOutcome:
     """What the fix loop made of a source; filled in pass by pass."""
 
-    __slots__ = ("source", "fixed", "passes", "error", "notes")
+    __slots__ = ("source", "fixed", "passes", "error", "notes", "applied")
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -119,6 +119,7 @@ class FixOutcome:
         self.passes = 0
         self.error: Optional[str] = None  # why some fixes were not applied (the rest were)
         self.notes: List[str] = []  # what applied fixes still ask of the user
+        self.applied: List[Fix] = []  # the fixes applied, pass by pass (an editor names its quick fix by them)
 
 
 Candidate = Tuple[str, Fix]  # (code, fix)
@@ -172,6 +173,7 @@ def fix_to_fixpoint(source: str, candidates_for: Callable[[str, ast.Module], Tup
         outcome.passes += 1
         outcome.fixed.update(code for code, fix in built if id(fix) in chosen_ids)
         outcome.notes.extend(fix.note for fix in chosen if fix.note and fix.note not in outcome.notes)
+        outcome.applied.extend(chosen)
     parts = [f"still changing after {MAX_PASSES} passes; stopped"] if capped else []
     if invalid:
         parts.append("not applied, it would produce invalid code: " + "; ".join(invalid))
