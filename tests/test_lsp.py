@@ -185,6 +185,10 @@ def test_settings_from_the_client_and_reloading_the_project_configuration(worksp
                 {"flake8-xla": {"target-version": "2.9", "select": ["XLA101"]}}))
             assert summary(await editor.diagnostics(uri)) == [(3, 0, 17, *WORLD_SIZE)]
 
+            # a change that holds no flake8-xla settings (a pull-model client's null) keeps ours
+            editor.client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(None))
+            assert summary(await editor.diagnostics(uri)) == [(3, 0, 17, *WORLD_SIZE)]
+
             editor.client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
                 {"flake8-xla": {"target-version": "two", "ignore": ["XLA999"]}}))
             diagnostics = await editor.diagnostics(uri)  # the malformed target is dropped, the project's counts

@@ -247,7 +247,8 @@ class XlaLanguageServer(LanguageServer):
         client, problems = client_settings(raw)
         for problem in problems:
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, f"flake8-xla: {problem}; ignored"))
-        self.projects.set_client(client)
+        if client is not None:
+            self.projects.set_client(client)
 
     def project_files_changed(self) -> None:
         self.projects.forget()

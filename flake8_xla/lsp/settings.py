@@ -38,13 +38,15 @@ _SPELLINGS = {"target-version": "target_version", "targetVersion": "target_versi
               "assume-torch-xla": "assume_torch_xla", "assumeTorchXla": "assume_torch_xla"}
 
 
-def client_settings(raw: object) -> Tuple[ClientSettings, List[str]]:
+def client_settings(raw: object) -> Tuple[Optional[ClientSettings], List[str]]:
     """The editor's settings, from ``{"flake8-xla": {...}}`` or the section alone; and a message for
-    each value that is ignored because it is malformed."""
+    each value that is ignored because it is malformed. None when ``raw`` holds no flake8-xla
+    settings at all (``null``, ``{}``, another tool's section): a client that sends such a change
+    has not changed ours, so what it sent before stays."""
     if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict):
         raw = raw[SECTION]
-    if not isinstance(raw, dict):
-        return ClientSettings(), []
+    elif not isinstance(raw, dict) or not any(key in _SPELLINGS for key in raw):
+        return None, []
     values: Dict[str, object] = {}
     problems: List[str] = []
     for key, value in raw.items():
