@@ -156,6 +156,16 @@ def test_a_broken_buffer_reports_e999_and_leaves_other_files_alone(workspace) ->
     run(scenario())
 
 
+def test_a_buffer_over_the_size_cap_is_reported_not_linted(workspace) -> None:
+    async def scenario():
+        async with Editor(workspace) as editor:
+            uri = editor.open("generated.py", "import torch_xla.core.xla_model as xm\n" + "# padding\n" * 1100000)
+            assert summary(await editor.diagnostics(uri)) == [
+                (0, 0, 6, "E902", "Error", "larger than the 10 MiB size cap; not linted")]
+
+    run(scenario())
+
+
 def test_settings_from_the_client_and_reloading_the_project_configuration(workspace) -> None:
     source = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nxm.rendezvous('init')\n"
     rendezvous_29 = ("XLA102", "Warning",

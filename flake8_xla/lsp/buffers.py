@@ -13,6 +13,7 @@ import json
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..cli.adding_noqa import add_noqa
+from ..cli.reading import DEFAULT_MAX_FILE_SIZE, format_size
 from ..cli.running import Job, assumes_torch_xla, run_file, target_for
 from ..config import Settings
 from ..documents.programs import fix_document, lint_document
@@ -20,12 +21,15 @@ from ..documents.reading import DocumentError, read_document
 from ..engine import fix_one
 from ..fixing import Fix
 from ..output.formats import Finding
+from ..rule import Diagnostic
 from ..selection import CodeSelector
 
 # what a notebook cell's language must be for the cell to count as code (the CLI's reader skips the
 # other cells of the .ipynb; the rest of the document is the kernel's language, Python here)
 PYTHON_CELL_LANGUAGES = frozenset({"python", "ipython", "python3"})
 NOTEBOOK_METADATA = {"language_info": {"name": "python"}}
+# the CLI's cap on a file it reads (an editor can hold a generated file far larger than any module)
+TOO_LARGE = f"larger than the {format_size(DEFAULT_MAX_FILE_SIZE)} size cap; not linted"
 
 
 class Cell(NamedTuple):
@@ -98,6 +102,9 @@ class Linter:
 
     def lint(self, buffer: Buffer) -> List[Reported]:
         """The findings the CLI reports for this text (fixable: a safe fix exists)."""
+        if len(buffer.text.encode("utf-8", "replace")) > DEFAULT_MAX_FILE_SIZE:
+            uri = buffer.cells[0].uri if buffer.cells else buffer.uri
+            return [Reported(uri, Finding(buffer.path, Diagnostic(1, 0, "E902", TOO_LARGE)))]
         result = run_file(self._job(buffer), "-", text=buffer.text)
         if not buffer.cells:
             return [Reported(buffer.uri, f) for f in result.findings]

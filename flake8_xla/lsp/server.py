@@ -128,12 +128,12 @@ class XlaLanguageServer(LanguageServer):
         if notebook is not None:
             cells = []
             for cell in notebook.cells:
-                document = self.workspace.text_documents.get(cell.document)
+                document = self.workspace.text_documents.get(unquote(cell.document))
                 cells.append(Cell(cell.document, cell.kind == lsp.NotebookCellKind.Code,
                                   document.language_id or "python" if document else "python",
                                   document.source if document else ""))
             return Buffer.notebook(notebook.uri, uri_to_path(notebook.uri), notebook.version, tuple(cells))
-        document = self.workspace.text_documents.get(uri)
+        document = self.workspace.text_documents.get(unquote(uri))
         if document is None or not self._is_python(document.uri, document.language_id):
             return None
         return Buffer(uri, uri_to_path(uri), document.version or 0, document.source)
@@ -286,10 +286,10 @@ class XlaLanguageServer(LanguageServer):
         linter = self.linter(buffer.path)
         return await asyncio.get_running_loop().run_in_executor(self.workers, self.analyse, linter, buffer)
 
-    def code_actions(self, result: Result, uri: str, wanted: lsp.Range,
+    def code_actions(self, linter: Linter, result: Result, uri: str, wanted: lsp.Range,
                      only: Optional[Sequence[str]]) -> List[lsp.CodeAction]:
+        """Runs in a worker thread: sends nothing to the client itself."""
         buffer = result.buffer
-        linter = self.linter(buffer.path)
         actions: List[lsp.CodeAction] = []
         lines = (buffer.text_of(uri) or "").splitlines(True)
         start = self._from_client(lines, wanted.start)
@@ -440,7 +440,8 @@ def build_server() -> XlaLanguageServer:
         if result is None:
             return None
         only = [str(kind) for kind in params.context.only] if params.context.only else None
-        return await ls.in_worker(ls.code_actions, result, uri, params.range, only)
+        linter = ls.linter(result.buffer.path)  # on the event loop: it may show a configuration error
+        return await ls.in_worker(ls.code_actions, linter, result, uri, params.range, only)
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def hover(ls: XlaLanguageServer, params: lsp.HoverParams) -> Optional[lsp.Hover]:
