@@ -59,7 +59,7 @@ def _is_text_list(value) -> bool:
     return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
 
 
-def _split_list(value) -> Tuple[str, ...]:
+def split_list(value) -> Tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         items = [str(v) for v in value]
     else:
@@ -75,7 +75,7 @@ def _text_list(values: Dict[str, object], key: str, where: str, names: Dict[str,
         return ()
     if not _is_text_list(value):
         raise ConfigError(f"{where}: {names.get(key, key)} must be a string or a list of strings, not {value!r}")
-    return _split_list(value)
+    return split_list(value)
 
 
 _PFI_EXAMPLE = '(e.g. "tests/*.py:XLA101")'
@@ -105,7 +105,7 @@ def parse_per_file_ignores(value, where: str = "--per-file-ignores") -> PerFileI
             if not _is_text_list(codes):
                 raise ConfigError(f"{where}: the codes for {glob!r} must be a string or a list of strings, "
                                   f"not {codes!r}")
-            out.append((str(glob), _split_list(codes)))
+            out.append((str(glob), split_list(codes)))
         return tuple(out)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(pair for item in value for pair in _parse_pfi_text(item, where))
@@ -146,7 +146,7 @@ def _parse_assume_xla(value, where: str, key: str, booleans_only: bool) -> Assum
         raise ConfigError(f"{where}: {key} must be true or false, not {value!r} (flake8 reads it as a boolean; "
                           "glob patterns go in [flake8-xla] or [tool.flake8-xla])")
     if isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
-        return _split_list(value) or False
+        return split_list(value) or False
     raise ConfigError(f"{where}: {key} must be true, false or a list of glob patterns, not {value!r}")
 
 
@@ -215,7 +215,7 @@ def parse_sync_functions(value, where: str) -> FrozenSet[str]:
     or a comma/space separated string. A name that is not a dotted identifier is a ConfigError."""
     if not _is_text_list(value):
         raise ConfigError(f"{where} must be a string or a list of strings, not {value!r}")
-    names = _split_list(value)
+    names = split_list(value)
     for name in names:
         if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", name):
             raise ConfigError(f"{where}: {name!r} is not a qualified function name (e.g. mylib.sync)")
@@ -308,4 +308,4 @@ def merge(base: Settings, **overrides) -> Settings:
 
 __all__ = ["CONFIG_FILES", "FORMATS", "AssumeXla", "ConfigError", "PerFileIgnores", "Settings", "check_target_version",
            "discover", "known_releases", "load_file", "merge", "parse_per_file_ignores", "parse_sync_functions",
-           "settings_from_mapping"]
+           "settings_from_mapping", "split_list"]

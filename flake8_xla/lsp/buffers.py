@@ -57,6 +57,15 @@ class Buffer(NamedTuple):
                           indent=1)
         return cls(uri, path, version, text, cells)
 
+    @property
+    def first_uri(self) -> str:
+        """Where a finding about the whole buffer is shown: the file, or a notebook's first cell."""
+        return self.cells[0].uri if self.cells else self.uri
+
+    def whole_file(self, code: str, message: str) -> "Reported":
+        """A finding about the whole buffer (not linted, internal error), at its start."""
+        return Reported(self.first_uri, Finding(self.path, Diagnostic(1, 0, code, message)))
+
     def text_of(self, uri: str) -> Optional[str]:
         """The text of the document ``uri`` names: this buffer, or one of its cells."""
         if uri == self.uri and not self.cells:
@@ -103,13 +112,12 @@ class Linter:
     def lint(self, buffer: Buffer) -> List[Reported]:
         """The findings the CLI reports for this text (fixable: a safe fix exists)."""
         if len(buffer.text.encode("utf-8", "replace")) > DEFAULT_MAX_FILE_SIZE:
-            uri = buffer.cells[0].uri if buffer.cells else buffer.uri
-            return [Reported(uri, Finding(buffer.path, Diagnostic(1, 0, "E902", TOO_LARGE)))]
+            return [buffer.whole_file("E902", TOO_LARGE)]
         result = run_file(self._job(buffer), "-", text=buffer.text)
         if not buffer.cells:
             return [Reported(buffer.uri, f) for f in result.findings]
-        first = buffer.cells[0].uri if buffer.cells else buffer.uri
-        return [Reported(buffer.cells[f.cell - 1].uri if f.cell and f.cell <= len(buffer.cells) else first, f)
+        cells = buffer.cells
+        return [Reported(cells[f.cell - 1].uri if f.cell and f.cell <= len(cells) else buffer.first_uri, f)
                 for f in result.findings]
 
     def fix_all(self, buffer: Buffer) -> Dict[str, str]:

@@ -16,11 +16,11 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 
 from .. import __version__
 from ..engine import all_rules
-from ..output.formats import ERROR_CODES, Finding, docs_url
-from ..rule import Diagnostic
+from ..output.formats import ERROR_CODES, docs_url
 from .buffers import Buffer, Cell, Linter, Reported, line_edits, noqa_texts
 from .settings import SECTION, WATCHED_GLOBS, ProjectSettings, client_settings, is_project_file
 
@@ -47,9 +47,10 @@ class Result(NamedTuple):
 
 
 def uri_to_path(uri: str) -> str:
+    path = to_fs_path(uri)
+    if path is not None:
+        return path
     parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
     # an untitled buffer: a name in the working directory (the workspace root) keeps its suffix
     return os.path.join(os.getcwd(), os.path.basename(unquote(parsed.path)) or "untitled")
 
@@ -170,7 +171,7 @@ class XlaLanguageServer(LanguageServer):
         if buffer is None:
             return
         linter = self.linter(buffer.path)
-        result = await asyncio.get_running_loop().run_in_executor(self.workers, self.analyse, linter, buffer)
+        result = await self.in_worker(self.analyse, linter, buffer)
         current = self.buffer(uri)
         if current is None or current.version != buffer.version or current.text != buffer.text:
             return  # edited meanwhile: the run scheduled by that edit publishes
@@ -183,7 +184,8 @@ class XlaLanguageServer(LanguageServer):
             reported = linter.lint(buffer)
         except Exception as exc:  # noqa: BLE001 - a bug of ours is shown in the file, the server goes on
             logger.exception("linting %s failed", buffer.uri)
-            reported = [_internal_error(buffer, exc)]
+            reported = [buffer.whole_file(INTERNAL_ERROR, f"flake8-xla internal error, please report: "
+                                                          f"{type(exc).__name__}: {exc}")]
         return self.result(buffer, reported)
 
     def result(self, buffer: Buffer, reported: Iterable[Reported]) -> Result:
@@ -283,8 +285,7 @@ class XlaLanguageServer(LanguageServer):
         result = self.results.get(buffer.uri)
         if result is not None and result.buffer.version == buffer.version and result.buffer.text == buffer.text:
             return result
-        linter = self.linter(buffer.path)
-        return await asyncio.get_running_loop().run_in_executor(self.workers, self.analyse, linter, buffer)
+        return await self.in_worker(self.analyse, self.linter(buffer.path), buffer)
 
     def code_actions(self, linter: Linter, result: Result, uri: str, wanted: lsp.Range,
                      only: Optional[Sequence[str]]) -> List[lsp.CodeAction]:
@@ -366,12 +367,6 @@ def hover_text(rule, shown: Shown) -> str:
 def _wants(only: Optional[Sequence[str]], kind: str) -> bool:
     """Whether a code action of ``kind`` answers a request for the kinds ``only`` (None: any)."""
     return only is None or any(kind == k or kind.startswith(k + ".") for k in only)
-
-
-def _internal_error(buffer: Buffer, exc: Exception) -> Reported:
-    uri = buffer.cells[0].uri if buffer.cells else buffer.uri
-    message = f"flake8-xla internal error, please report: {type(exc).__name__}: {exc}"
-    return Reported(uri, Finding(buffer.path, Diagnostic(1, 0, INTERNAL_ERROR, message)))
 
 
 # --- the protocol ------------------------------------------------------------------------------------

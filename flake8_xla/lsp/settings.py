@@ -8,7 +8,7 @@ import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..cli.commands import build_selector
-from ..config import CONFIG_FILES, ConfigError, Settings, check_target_version, discover, merge
+from ..config import CONFIG_FILES, ConfigError, Settings, check_target_version, discover, merge, split_list
 from ..selection import CodeSelector
 from ..versions import forget_project_files
 
@@ -65,8 +65,7 @@ def client_settings(raw: object) -> Tuple[Optional[ClientSettings], List[str]]:
             else:
                 problems.append(f"{where} must be true or false, not {value!r}")
         elif isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            codes = re.split(r"[,\s]+", value) if isinstance(value, str) else value
-            values[field] = tuple(c.strip() for c in codes if c.strip())
+            values[field] = split_list(value)
         else:
             problems.append(f"{where} must be a list of codes, not {value!r}")
     return ClientSettings(**values), problems  # type: ignore[arg-type]
