@@ -184,6 +184,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help="trees to run (default: every tree of the manifest)")
     ap.add_argument("--trees", default=os.environ.get("TREES", "/work/realcode-trees"))
+    ap.add_argument("--manifest", default=os.environ.get("MANIFEST", MANIFEST),
+                    help="the list of trees (default: manifest.txt here; fetch.sh reads $MANIFEST too)")
     ap.add_argument("--out", help="where OUT/<name>.json go (default: a new temporary directory)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with flake8_xla installed")
     ap.add_argument("--min-precision", type=float, default=0.9)
@@ -200,7 +202,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "use it when the work tree has uncommitted edits")
     args = ap.parse_args(argv)
 
-    entries = read_manifest()
+    entries = read_manifest(args.manifest)
     names = [e[3] for e in entries]
     unknown = [n for n in args.names if n not in names]
     if unknown:
