@@ -5,7 +5,9 @@ torch_xla target it was judged against, the options that change what is reported
 selection (``assume-torch-xla``), and a fingerprint of flake8-xla's own code and rule data. The
 path is not part of the key, so a cache committed or copied to another checkout stays right, and
 changed content is never served; the path only lets a file's new entry replace its old one. It stores every diagnostic with its fix safety, before selection
-and `# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files.
+and `# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files. An
+entry also lists the other files of the project its lint read summaries of (a helper in
+``utils.py``), each with a hash of its content: it is served only while they are unchanged.
 
 The file is read as untrusted input: anything of the wrong shape is dropped (and rewritten on
 save) instead of failing each lint.
@@ -115,6 +117,15 @@ def _diagnostics(raw: object) -> Optional[Entry]:
     return out
 
 
+def file_digest(path: str) -> str:
+    """A hash of a file's bytes ("" when it cannot be read), for the entries that depend on it."""
+    try:
+        with open(path, "rb") as f:
+            return blake2b(f.read(), digest_size=16).hexdigest()
+    except OSError:
+        return ""
+
+
 class ResultCache:
     """The results file of one cache directory (``resolve_cache_dir`` chooses the directory)."""
 
@@ -149,21 +160,29 @@ class ResultCache:
                 self.dirty = True
 
     def get(self, path: str, key: str) -> Optional[Entry]:
-        """The diagnostics stored under ``key`` (``path`` is not part of the key: kept for callers)."""
+        """The diagnostics stored under ``key`` (``path`` is not part of the key: kept for callers),
+        unless a project file its lint depended on changed since."""
         entry = self.entries.get(key)
         if entry is None:
+            return None
+        deps = entry.get("deps")
+        if deps and not all(isinstance(d, str) and isinstance(h, str) and file_digest(d) == h
+                            for d, h in deps.items()):
             return None
         # recorded for eviction; a run of hits alone does not rewrite the file for it
         entry["used"] = self.run
         return _diagnostics(entry["diagnostics"])
 
-    def put(self, path: str, key: str, diagnostics: Entry) -> None:
+    def put(self, path: str, key: str, diagnostics: Entry, deps: Optional[Mapping[str, str]] = None) -> None:
+        """``deps``: path -> :func:`file_digest` of the project files the lint read summaries of."""
         path = os.path.abspath(path)
         old = self.keys.get(path)
         if old is not None and old != key:
             self.entries.pop(old, None)  # the file changed (or its target/options did): one entry per file
         self.keys[path] = key
         self.entries[key] = {"used": self.run, "path": path, "diagnostics": [[*d, safe] for d, safe in diagnostics]}
+        if deps:
+            self.entries[key]["deps"] = dict(deps)
         self.dirty = True
 
     def save(self) -> None:

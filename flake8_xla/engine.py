@@ -12,12 +12,14 @@ from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
 from .fixing.lines import split_lines
 from .noqa import filter_noqa
 from .lifecycle.table import api_table
+from .analysis.project import Project
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
 
 # A file that matches none of these cannot contain anything a rule reports, unless the project
 # says it runs on XLA anyway (``assume_xla``: model code in modules that never import torch_xla).
-_PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
+# A Lightning script that trains on TPUs (``Trainer(accelerator="tpu")``) may never name torch_xla.
+_PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE|accelerator\s*=\s*[\"']tpu[\"']|tpu_cores")
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,8 +90,8 @@ def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "
 
 def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
               rules: Optional[Sequence[Rule]] = None,
-              sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
-    ctx = FileContext(lines, tree, filename, target, api_table(), sync_functions)
+              sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None) -> List[Diagnostic]:
+    ctx = FileContext(lines, tree, filename, target, api_table(), sync_functions, project)
     out: List[Diagnostic] = []
     with collector_paused():
         for rule in all_rules() if rules is None else rules:
@@ -100,12 +102,13 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
 
 def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
                  rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False,
-                 sync_functions: FrozenSet[str] = frozenset()
+                 sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None
                  ) -> Tuple[List[Tuple[Diagnostic, Optional[Fix]]], FixSite]:
     """Every diagnostic with its fix (None when it has none), sorted, and the site the fixes were
     built on (its importer knows which imports they need). Nothing for a file that fails the
-    pre-filter, unless ``assume_xla``."""
-    ctx = FileContext(split_lines(source), tree, filename, target, api_table(), sync_functions)
+    pre-filter, unless ``assume_xla``. ``project``: the other modules of the file's project (the
+    CLI's); without it the file is analysed alone."""
+    ctx = FileContext(split_lines(source), tree, filename, target, api_table(), sync_functions, project)
     site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
     if not concerns_xla(source, assume_xla):
@@ -120,7 +123,7 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
                unsafe: bool = False, rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False,
-               sync_functions: FrozenSet[str] = frozenset()) -> FixOutcome:
+               sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None) -> FixOutcome:
     """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint.
 
     A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
@@ -131,7 +134,7 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
 
     def candidates(current: str, tree: ast.Module):
         pairs, site = lint_fixable(current, tree, filename, target, rules, assume_xla=True,
-                                   sync_functions=sync_functions)
+                                   sync_functions=sync_functions, project=project)
         reported = set(filter_noqa(split_lines(current), [d for d, _ in pairs]))
         return site, [(d.code, fix) for d, fix in pairs
                       if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
@@ -140,14 +143,15 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
 
 
 def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
-            sync_functions: FrozenSet[str] = frozenset()) -> FixOutcome:
+            sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None) -> FixOutcome:
     """Apply the fix of one diagnostic (as :func:`lint_fixable` reports it), safe or not, with the
     imports it needs: one pass, declined like any fix when the result would not parse. An editor's
     quick fix; ``outcome.fixed`` is empty when the diagnostic has no fix (any more)."""
     def candidates(current: str, tree: ast.Module):
         if current != source:  # one pass: the loop asks again after applying it, and gets nothing
             return None, []
-        pairs, site = lint_fixable(current, tree, filename, target, assume_xla=True, sync_functions=sync_functions)
+        pairs, site = lint_fixable(current, tree, filename, target, assume_xla=True, sync_functions=sync_functions,
+                                   project=project)
         chosen = next((fix for d, fix in pairs if d == diagnostic and fix is not None), None)
         return site, [] if chosen is None else [(diagnostic.code, chosen)]
 

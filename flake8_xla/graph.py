@@ -3,8 +3,13 @@ how a flagged expression is named in a message."""
 from __future__ import annotations
 
 import ast
+import os
+from typing import List, NamedTuple
 
-from .analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP
+from .analysis.hooks import EVALUATION, TRAINING
+from .analysis.project import FunctionSummary, HostRead, ProjectCalls
+from .analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+from .analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP, hook_of
 
 WHERE = {
     TRAINING_LOOP: "on every training step",
@@ -18,7 +23,72 @@ WHERE = {
 _LONGEST = 48
 
 
+# evaluation and generation code: a copy to the host there is how results leave the device (XLA307
+# reports the per-batch ones); a read of a value stays XLA303
+HAND_OFF_REGIONS = frozenset({MODEL_LOOP, DEVICE_LOOP, CALLBACK})
+
+
+def hands_off(kind: str) -> bool:
+    """Evaluation and generation code: loops that run the model or work on the device without a
+    training step, library callbacks, and a framework's evaluation hooks (validation_step)."""
+    hook = hook_of(kind)
+    return kind in HAND_OFF_REGIONS or (hook is not None and hook.phase == EVALUATION)
+
+
+def to_cpu(call: ast.Call) -> bool:
+    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
+    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    return type(where) is ast.Constant and where.value == "cpu"
+
+
+def where(kind: str) -> str:
+    """Where a step region runs, for a message: "on every training step", "in training_step, which
+    Lightning runs on every training batch"."""
+    hook = hook_of(kind)
+    if hook is None:
+        return WHERE[kind]
+    batch = "training batch" if hook.phase == TRAINING else "batch"
+    return f"in {hook.name}, which {hook.framework} runs on every {batch}"
+
+
 def spelled(node: ast.AST, short: str) -> str:
     """The source of ``node`` for a message, or ``short`` when it is too long to read there."""
     text = ast.unparse(node)
     return text if len(text) <= _LONGEST and "\n" not in text else short
+
+
+class HelperRead(NamedTuple):
+    summary: FunctionSummary
+    read: HostRead
+    argument: ast.expr  # what the call passes for the parameter it reads
+
+    def label(self) -> str:
+        """``accuracy(preds) (.cpu() of its preds at utils.py:36)``: the call, and the helper's line."""
+        where = os.path.basename(self.summary.path)
+        return (f"{self.summary.name.rsplit('.', 1)[-1]}({spelled(self.argument, '...')}) "
+                f"({self.read.how} of its {self.read.parameter} at {where}:{self.read.line})")
+
+    @property
+    def copies(self) -> bool:
+        return self.read.copies
+
+
+def helper_reads(ctx, call: ast.Call) -> List[HelperRead]:
+    """The host reads a function of another module of the project does on the device tensors this
+    call passes it (none without a project: the flake8 plugin lints one file at a time)."""
+    summary = ctx.get(ProjectCalls).callee(call, ctx.get(TensorFacts).reaching_value)
+    if summary is None or not summary.reads:
+        return []
+    kind = ctx.get(TensorFacts).kind
+    out = []
+    for read in summary.reads:
+        value = next((k.value for k in call.keywords if k.arg == read.parameter), None)
+        if value is None and read.position < len(call.args) and \
+                not any(type(a) is ast.Starred for a in call.args[:read.position + 1]):
+            value = call.args[read.position]
+        # a tensor method the helper calls (.cpu(), .item()) says the argument is a tensor; float()
+        # or int() could be of a number: those need a known device tensor
+        if value is not None and (kind(value) == DEVICE or read.how.startswith(".") and
+                                  kind(value) not in (HOST, HOST_TENSOR, MODULE)):
+            out.append(HelperRead(summary, read, value))
+    return out

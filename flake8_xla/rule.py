@@ -42,7 +42,7 @@ class FileContext:
     type, so the facts, the rules and the engine import each other in one direction only."""
 
     def __init__(self, lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
-                 table: ApiTable, sync_functions: FrozenSet[str] = frozenset()) -> None:
+                 table: ApiTable, sync_functions: FrozenSet[str] = frozenset(), project: object = None) -> None:
         self.lines = lines
         self.tree = tree
         self.filename = filename
@@ -51,6 +51,8 @@ class FileContext:
         # the project's own functions that sync the graph (``sync-functions`` in its configuration),
         # as qualified names: ``mylib.sync`` for ``import mylib; mylib.sync()``
         self.sync_functions = sync_functions
+        # the other modules of the project (an analysis.project.Project), or None: this file alone
+        self.project = project
         self._facts: Dict[type, object] = {}
 
     def get(self, kind: Type[F]) -> F:

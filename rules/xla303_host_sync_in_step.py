@@ -2,8 +2,10 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.graph import WHERE, spelled
-from flake8_xla.analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP
+from flake8_xla.graph import hands_off, helper_reads, spelled, to_cpu, where
+from flake8_xla.analysis.flow import dotted, is_constant
+from flake8_xla.analysis.hooks import TRAINING
+from flake8_xla.analysis.loops import COMPILED, DYNAMO, hook_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
 from flake8_xla.analysis.flow import FlowFacts
@@ -21,9 +23,8 @@ SCALAR_WRITERS = frozenset({"add_scalar", "add_scalars"})  # tensorboard's write
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)
 # In evaluation and generation loops a copy to the host (`.cpu()`, `.to("cpu")`) is how predictions
 # and logits leave the device for metrics, CPU logits processors or beam scorers; on the real-code
-# sweep those copies were deliberate 12 times in 14. Reads of a value (`.item()`, `int()`, `if t:`)
-# stay reported there.
-HAND_OFF_REGIONS = frozenset({MODEL_LOOP, DEVICE_LOOP, CALLBACK})
+# sweep those copies were deliberate 12 times in 14 (graph.hands_off; the per-batch copies of
+# evaluation loops are XLA307). Reads of a value (`.item()`, `int()`, `if t:`) stay reported there.
 LOOP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
         "device = torch_xla.device()\nmodel = torch.nn.Linear(8, 2).to(device)\n"
         "loss_fn = torch.nn.CrossEntropyLoss()\n"
@@ -115,15 +116,26 @@ class HostSyncInStep(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         regions = ctx.get(StepRegions)
-        for node in ctx.get(NodeIndex).of(ast.Call, ast.JoinedStr, ast.BinOp):
+        for node in ctx.get(NodeIndex).of(ast.Call, ast.JoinedStr, ast.BinOp, ast.Assign):
             region = regions.region_of(node)
             if region is None:
                 continue
-            label = self._read(ctx, node)
+            logged = _progress_bar_value(ctx, node, region.kind) if type(node) is ast.Call else None
+            if logged is not None:
+                yield self.diagnostic(ctx, node, (
+                    f"logging {spelled(logged, 'a tensor')} with prog_bar=True forces a device-to-host transfer "
+                    f"{where(region.kind)}: Lightning reads every progress-bar value (.item()) when the batch ends; "
+                    "log it without prog_bar=True (the logger reads it every log_every_n_steps) or with on_step=False"))
+                continue
+            label = self._read(ctx, node) if type(node) is not ast.Assign else _written_to_host(ctx, node)
+            if label is None and type(node) is ast.Call:
+                # a helper of another module of the project reads what the step passes it
+                label = next((r.label() for r in helper_reads(ctx, node)
+                              if not (r.copies and hands_off(region.kind))), None)
+            elif label is not None and hands_off(region.kind) and _copies_to_host(node):
+                continue  # evaluation/generation: a copy to the host is how results leave the device (XLA307)
             if label is None:
                 continue
-            if region.kind in HAND_OFF_REGIONS and _copies_to_host(node):
-                continue  # evaluation/generation: a copy to the host is how results leave the device
             if region.kind == COMPILED:
                 message = (f"{label} in a torch_xla.compile step forces a device-to-host transfer: the traced graph "
                            "is cut and executed mid-step (with full_graph=True it raises); return the tensor from the "
@@ -133,7 +145,7 @@ class HostSyncInStep(Rule):
                            "the function around it and copies the value to the host; return the tensor and read it "
                            "outside the compiled function")
             else:
-                message = (f"{label} forces a device-to-host transfer {WHERE[region.kind]}: the pending graph is cut "
+                message = (f"{label} forces a device-to-host transfer {where(region.kind)}: the pending graph is cut "
                            f"and run there and the host waits for it; {INSTEAD}")
             yield self.diagnostic(ctx, node, message)
 
@@ -154,7 +166,7 @@ class HostSyncInStep(Rule):
         func = node.func
         if type(func) is ast.Attribute:
             method = func.attr
-            if method in READS or (method == "to" and _to_cpu(node)):
+            if method in READS or (method == "to" and to_cpu(node)):
                 if kind(func.value) in RULED_OUT or node.args and method != "to":
                     return None
                 if _copies_to_host(node) and _discarded(ctx, node):
@@ -177,20 +189,45 @@ class HostSyncInStep(Rule):
         return None
 
 
+def _progress_bar_value(ctx: FileContext, call: ast.Call, kind: str) -> Optional[ast.expr]:
+    """In a Lightning training hook, the device tensor of ``self.log(name, value, prog_bar=True)``
+    (or a value of ``self.log_dict({...}, prog_bar=True)``), logged on every step (the default there)."""
+    hook = hook_of(kind)
+    func = call.func
+    if hook is None or hook.framework != "Lightning" or hook.phase != TRAINING or type(func) is not ast.Attribute or \
+            func.attr not in ("log", "log_dict") or dotted(func.value) != "self":
+        return None
+    keywords = {k.arg: k.value for k in call.keywords}
+    if not is_constant(keywords.get("prog_bar"), True) or is_constant(keywords.get("on_step"), False):
+        return None
+    values = [keywords.get("value", call.args[1] if len(call.args) > 1 else None)] if func.attr == "log" else \
+        [keywords.get("dictionary", call.args[0] if call.args else None)]
+    if func.attr == "log_dict" and type(values[0]) is ast.Dict:
+        values = values[0].values
+    tensor_kind = ctx.get(TensorFacts).kind
+    return next((v for v in values if v is not None and tensor_kind(v) == DEVICE), None)
+
+
+def _written_to_host(ctx: FileContext, node: ast.Assign) -> Optional[str]:
+    """``losses[k] = loss``: a device tensor written into a CPU tensor is copied to the host."""
+    if len(node.targets) != 1 or type(node.targets[0]) is not ast.Subscript:
+        return None
+    kind = ctx.get(TensorFacts).kind
+    target = node.targets[0].value
+    if kind(target) != HOST_TENSOR or kind(node.value) != DEVICE:
+        return None
+    return f"writing {spelled(node.value, 'a tensor')} into the CPU tensor {spelled(target, 'a host tensor')}"
+
+
 def _copies_to_host(node: ast.AST) -> bool:
     """`.cpu()` / `.to("cpu")`: a copy of the tensor, not a read of its value."""
     func = getattr(node, "func", None)
-    return type(func) is ast.Attribute and (func.attr == "cpu" or (func.attr == "to" and _to_cpu(node)))
+    return type(func) is ast.Attribute and (func.attr == "cpu" or (func.attr == "to" and to_cpu(node)))
 
 
 def _discarded(ctx: FileContext, call: ast.Call) -> bool:
     """Whether the call is a statement of its own (its value is thrown away)."""
     return any(stmt.value is call for stmt in ctx.get(NodeIndex).of(ast.Expr) if stmt.lineno == call.lineno)
-
-
-def _to_cpu(call: ast.Call) -> bool:
-    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
-    return type(where) is ast.Constant and where.value == "cpu"
 
 
 def _logged(ctx: FileContext, call: ast.Call) -> Tuple[Optional[ast.expr], str]:

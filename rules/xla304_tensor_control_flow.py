@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.graph import WHERE, spelled
+from flake8_xla.graph import spelled, where
 from flake8_xla.analysis.loops import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import DEVICE
@@ -85,15 +85,15 @@ class TensorControlFlow(Rule):
             if operand is None:
                 continue
             text = spelled(node.test, "...")
-            where = WHERE[region.kind]
+            place = where(region.kind)
             if kind is ast.While:
-                message = (f"`while {text}` tests a tensor's value {where}: {WHY}, one per trip count; run a "
+                message = (f"`while {text}` tests a tensor's value {place}: {WHY}, one per trip count; run a "
                            "fixed number of iterations and mask the finished ones with torch.where")
             elif kind is ast.Assert:
-                message = (f"`assert {text}` reads a tensor's value {where}: {WHY}; check it every N steps "
+                message = (f"`assert {text}` reads a tensor's value {place}: {WHY}; check it every N steps "
                            "(under `if step % N == 0:`) or after the loop")
             else:
-                message = (f"`if {text}` branches on a tensor's value {where}: {WHY}; compute both sides and "
+                message = (f"`if {text}` branches on a tensor's value {place}: {WHY}; compute both sides and "
                            "choose with torch.where(cond, a, b)")
             yield self.diagnostic(ctx, operand, message)
 

@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MANIFEST = os.path.join(HERE, "manifest.txt")
 REVIEW_DIR = os.path.join(HERE, "review")
+MISSES = os.path.join(REVIEW_DIR, "misses.tsv")
 COLUMNS = ["path", "line", "code", "verdict", "source", "reason"]
 CHECK_ARGS = ["check", "--format", "json", "--no-cache", "--include-docs", "--isolated",
               "--xla-target-version", "2.9", "--extend-select", "XLA9", "--exit-zero", "."]
@@ -180,6 +181,46 @@ def match(found: List[dict], rows: List[dict]) -> Tuple[List[Tuple[dict, Optiona
     return pairs, gone
 
 
+def read_misses(path: str = MISSES) -> List[dict]:
+    """review/misses.tsv: what the rules should report and did not when it was written."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        return [dict(zip(header, line.rstrip("\n").split("\t"))) for line in f if line.strip()]
+
+
+def _reports(found: List[dict], path: str, line: str, expected: str) -> bool:
+    """A finding on that line under the expected code, or any graph code for a graph miss (a host read
+    reported as a tensor branch is still found)."""
+    return any(x["path"] == path and str(x["line"]) == line and
+               (x["code"] == expected or expected.startswith("XLA3") and x["code"].startswith("XLA3"))
+               for x in found)
+
+
+def recall(found_by_tree: Dict[str, List[dict]], graph_tp: List[Tuple[str, dict, bool]]) -> List[str]:
+    """XLA3xx recall: of the misses of review/misses.tsv, how many are reported now; and of every known
+    per-step sync (the reviewed XLA3xx TPs and the misses), how many."""
+    misses = [m for m in read_misses() if m["tree"] in found_by_tree and m["expected"].startswith("XLA3")]
+    out = []
+    for scope in ("user", "all"):
+        chosen = [m for m in misses if scope == "all" or m["scope"] == scope]
+        hit = [m for m in chosen if _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
+        keys = {(t, r["path"], r["line"]) for t, r, _ in graph_tp}
+        extra = [m for m in chosen if (m["tree"], m["path"], m["line"]) not in keys]
+        known = len(graph_tp) + len(extra)
+        now = sum(1 for _, _, still in graph_tp if still) + \
+            sum(1 for m in extra if m in hit)
+        label = "user code" if scope == "user" else "user and library code"
+        out.append(f"XLA3 recall ({label}): misses reported {len(hit)}/{len(chosen)}"
+                   f" ({len(hit) / len(chosen) if chosen else 0:.2f}); known per-step syncs reported {now}/{known}"
+                   f" ({now / known if known else 0:.2f})")
+    still = [m for m in misses if not _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
+    if still:
+        out.append("misses still missed: " + ", ".join(f"{m['tree']}/{m['path']}:{m['line']}" for m in still))
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help="trees to run (default: every tree of the manifest)")
@@ -228,6 +269,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     on, every = default_on_codes(args.python)
 
     stats: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    graph_tp: List[Tuple[str, dict, bool]] = []  # (tree, reviewed XLA3xx TP row, still reported)
+    found_by_tree: Dict[str, List[dict]] = {}
     new_list: List[Tuple[str, dict]] = []
     gone_list: List[Tuple[str, dict]] = []
     missing = []
@@ -241,6 +284,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             json.dump(found, f, indent=1)
         rows = read_review(name)
         pairs, gone = match(found, rows)
+        found_by_tree[name] = found
+        graph_tp.extend((name, r, True) for x, r in pairs if r and r["verdict"] == "TP" and r["code"].startswith("XLA3"))
+        graph_tp.extend((name, r, False) for r in gone if r["verdict"] == "TP" and r["code"].startswith("XLA3"))
         unreviewed = []
         for x, r in pairs:
             s = stats[x["code"]]
@@ -282,9 +328,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                  f"{(total['TP'] / judged) if judged else 0:.2f} |")
     print(f"results in {out}")
     print("\n".join(lines))
+    recall_lines = recall(found_by_tree, graph_tp)
+    print("\n".join(recall_lines))
     if args.table:
         with open(args.table, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(lines + [""] + recall_lines) + "\n")
     if args.list in ("review", "new", "all") and new_list:
         shown = new_list if args.list != "review" else [(n, x) for n, x in new_list if x["code"][3] != "1"]
         print(f"\nnew (not in the review log): {len(new_list)}"

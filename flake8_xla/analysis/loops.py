@@ -22,6 +22,7 @@ from .syntax import walk
 from .semantic import SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
+from .hooks import EVALUATION, TRAINING, FrameworkHooks
 
 # calls that mark a loop body as one training step
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
@@ -86,6 +87,9 @@ COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla
 DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
 FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
 CALLBACK = "callback"  # a per-iteration callback given to a library (output_transform=lambda out: ...)
+# a framework's per-batch hook (Lightning training_step, Trainer.compute_loss, ignite's process function);
+# the kind is "hook:<phase>:<framework>:<name>", read back with hook_of()
+HOOK = "hook"
 
 XLA_COMPILE = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
                          "torch_xla.torch_xla.step"})
@@ -93,6 +97,30 @@ _OPENXLA = frozenset({"openxla", "openxla_eval"})
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # keyword arguments whose callable a library runs on every iteration (pytorch-ignite metrics and handlers)
 _PER_STEP_CALLBACKS = frozenset({"output_transform"})
+
+
+def hook_kind(phase: str, framework: str, name: str) -> str:
+    return f"{HOOK}:{phase}:{framework}:{name}"
+
+
+class HookKind(NamedTuple):
+    phase: str  # hooks.TRAINING or hooks.EVALUATION
+    framework: str
+    name: str
+
+
+def hook_of(kind: str) -> Optional[HookKind]:
+    """The hook a region kind names, or None for the other kinds."""
+    if not kind.startswith(HOOK + ":"):
+        return None
+    _, phase, framework, name = kind.split(":", 3)
+    return HookKind(phase, framework, name)
+
+
+def is_training(kind: str) -> bool:
+    """A region that runs a training step: a training loop, or a framework's training hook."""
+    hook = hook_of(kind)
+    return kind == TRAINING_LOOP or (hook is not None and hook.phase == TRAINING)
 
 
 class StepRegion(NamedTuple):
@@ -270,8 +298,13 @@ class StepRegions:
         return [n for n in self.ctx.get(NodeIndex).of(ast.Call) if _marks_a_step(n, qualnames)]
 
     @functools.cached_property
+    def hooks_only(self) -> bool:
+        """Only the framework's hooks are step code here (a file linted for its hooks alone)."""
+        return bool(getattr(self.ctx.project, "hooks_only", False))
+
+    @functools.cached_property
     def training_loops(self) -> List[StepLoop]:
-        if not self._markers:
+        if not self._markers or self.hooks_only:
             return []
         qualnames = self.qualnames
         stepping = self.stepping_functions
@@ -301,7 +334,7 @@ class StepRegions:
             calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic, never, asserts)
                          if type(n) is ast.Call)
 
-        compiled = self.compiled_functions
+        compiled = {} if self.hooks_only else self.compiled_functions
         for node in ctx.get(NodeIndex).of(*_DEFS):
             if id(node) in compiled:
                 claim(StepRegion(node, compiled[id(node)]), _inside(node.body))
@@ -312,18 +345,26 @@ class StepRegions:
         for step in self.training_loops:
             claim(StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
         tensors = ctx.get(TensorFacts)
-        for node in ctx.get(NodeIndex).of(*LOOPS):
+        for node in ctx.get(NodeIndex).of(*LOOPS) if not self.hooks_only else ():
             if id(node) in regions:
                 continue
             own = list(_own_nodes(node.body))
-            if tensors.may_have_modules and self._runs_model(own):
+            if tensors.may_have_modules and (self._runs_model(own) or self._calls_model_runner(own)):
                 claim(StepRegion(node, MODEL_LOOP), _loop_nodes(node))
             elif self._works_on_device(node, own):
                 claim(StepRegion(node, DEVICE_LOOP), _loop_nodes(node))
-        for cls in tensors.module_classes.values():
+        for cls in tensors.module_classes.values() if not self.hooks_only else ():
             for fn in cls.body:
                 if type(fn) in _DEFS and fn.name == "forward":
                     claim(StepRegion(fn, FORWARD), _inside(fn.body))
+        hooks = ctx.get(FrameworkHooks).hooks
+        if hooks:
+            stepping = self.stepping_functions
+            for fn in ctx.get(NodeIndex).of(*_DEFS):
+                hook = hooks.get(id(fn))
+                if hook is not None:
+                    phase = hook.phase or (TRAINING if id(fn) in stepping else EVALUATION)
+                    claim(StepRegion(fn, hook_kind(phase, hook.framework, hook.name)), _inside(fn.body))
         for keyword in ctx.get(NodeIndex).of(ast.keyword):
             if keyword.arg in _PER_STEP_CALLBACKS:
                 value = keyword.value
@@ -333,14 +374,56 @@ class StepRegions:
                     for fn in self.local.functions.get(value.id, ()):
                         claim(StepRegion(fn, CALLBACK), _inside(fn.body))
         done: Set[int] = set(compiled)
-        targets = self.local.targets
+        targets, origins = self.local.targets, self._origins
         while calls:
             call, region = calls.pop()
             for fn in targets(call):
                 if id(fn) not in done:
                     done.add(id(fn))
+                    origins[id(fn)] = origins.get(id(region.node), region.node)
                     claim(StepRegion(fn, region.kind), _inside(fn.body))
         return regions
+
+    @functools.cached_property
+    def _origins(self) -> Dict[int, ast.AST]:
+        """id() of a function that runs in a region because the region calls it -> the region's
+        own loop, hook or compiled function (filled in by :attr:`_regions`)."""
+        return {}
+
+    def origin(self, region: StepRegion) -> ast.AST:
+        """The loop, hook or function a region starts from: for a helper the region calls, the
+        caller's region, not the helper."""
+        self._regions  # noqa: B018 - fills the origins
+        return self._origins.get(id(region.node), region.node)
+
+    def over_batches(self, region: StepRegion) -> bool:
+        """Whether a region runs once per batch of data: a framework's hook, or a ``for`` loop over a
+        loader (a device loader, a DataLoader, or a name that says so: ``val_loader``, ``test_dl``),
+        also under enumerate()/tqdm()/zip(). A ``while`` or ``range()`` loop (generation, sampling)
+        is not."""
+        node = self.origin(region)
+        if hook_of(region.kind) is not None:
+            return True
+        if type(node) not in (ast.For, ast.AsyncFor):
+            return False
+        iterable = node.iter
+        tensors = self.ctx.get(TensorFacts)
+        while type(iterable) in (ast.NamedExpr, ast.Call) and (type(iterable) is ast.NamedExpr or iterable.args and (
+                dotted(iterable.func) or "").rsplit(".", 1)[-1] in _WRAPPING_ITERATORS):
+            iterable = iterable.value if type(iterable) is ast.NamedExpr else iterable.args[0]
+        if tensors.yields_device(iterable):
+            return True
+        for _ in range(3):  # tk0 = tqdm(data_loader): follow the name to what it was given
+            if tensors.loader(iterable) is not None or _LOADER_NAME.search((dotted(iterable) or "").rsplit(".", 1)[-1]):
+                return True
+            value = tensors.reaching_value(iterable) if type(iterable) is ast.Name else None
+            while type(value) is ast.Call and value.args and \
+                    (dotted(value.func) or "").rsplit(".", 1)[-1] in _WRAPPING_ITERATORS:
+                value = value.args[0]
+            if value is None:
+                return False
+            iterable = value
+        return False
 
     @functools.cached_property
     def never_on_xla(self) -> Set[int]:
@@ -405,13 +488,32 @@ class StepRegions:
         # a factory counts in a loop that counts steps (range(), while), not one over a few keys
         counts = type(loop) is ast.While or (type(loop.iter) is ast.Call and type(loop.iter.func) is ast.Name and
                                              loop.iter.func.id == "range")
+        batches = type(loop) in (ast.For, ast.AsyncFor) and not counts
         for node in own:
             if type(node) is ast.Call:
                 name = qualnames.get(id(node.func))
                 if name in SYNCS or (counts and name and name.startswith("torch.") and
                                      any(k.arg == "device" for k in node.keywords) and tensors.is_device(node)):
                     return True
+                # for batch in loader: x = batch["x"].to(device) -- each batch moved to the device
+                if batches and type(node.func) is ast.Attribute and node.func.attr == "to" and \
+                        node.args and tensors.is_device(node) and _from_target(node.func.value, loop):
+                    return True
         return False
+
+    def _calls_model_runner(self, own: List[ast.AST]) -> bool:
+        """Whether a loop's own body calls a function of this file that runs the model
+        (``loss, metrics = self.validate_one_step(batch)``)."""
+        runners = self._model_runners
+        return bool(runners) and any(type(n) is ast.Call and any(id(fn) in runners for fn in self.local.targets(n))
+                                     for n in own)
+
+    @functools.cached_property
+    def _model_runners(self) -> Set[int]:
+        """id() of the file's functions whose own body (loops excluded) runs a model, directly or
+        through another such function, and that step no optimizer (those make training loops)."""
+        direct = {id(fn) for fn in self.local.defs() if self._runs_model(list(_own_nodes(fn.body)))}
+        return self.local.reaching(direct, enter_loops=False) - self.stepping_functions
 
     def _runs_model(self, own: List[ast.AST]) -> bool:
         """Whether a loop's own body (``own``) calls a model (a name or ``self.x`` known to hold a
@@ -419,10 +521,12 @@ class StepRegions:
         kind = self.ctx.get(TensorFacts).kind
         for node in own:
             func = getattr(node, "func", None)
-            # model(x) or self.model(x): a method call on anything else is not a module call
-            if type(node) is ast.Call and (type(func) is ast.Name or type(func) is ast.Attribute and
-                                           type(func.value) is ast.Name and func.value.id == "self") and \
-                    kind(func) == "module":
+            # model(x) or self.model(x), or self(x) in a module's method: a method call on anything
+            # else is not a module call
+            if type(node) is ast.Call and ((type(func) is ast.Name or type(func) is ast.Attribute and
+                                            type(func.value) is ast.Name and func.value.id == "self") and
+                                           kind(func) == "module" or
+                                           type(func) is ast.Name and func.id == "self" and kind(node) == "device"):
                 inputs = [kind(a.value if type(a) is ast.Starred else a) for a in node.args] + \
                     [kind(k.value) for k in node.keywords]
                 if inputs and not all(k in ("host", "host-tensor") for k in inputs):
@@ -510,6 +614,9 @@ CUDA_ONLY_CLASS = re.compile(r"Flash|Cuda|CUDA|Triton")
 # data collators run in the DataLoader, on CPU batches, before anything reaches the device
 _COLLATE = re.compile(r"(?i)collat")
 _DEBUG_FLAG = re.compile(r"(?i)_?(debug|verbose)\w*")
+# the name of an iterable of batches (``val_loader``, ``test_dl``, ``eval_dataloader``)
+_LOADER_NAME = re.compile(r"(?i)(loader|(^|_)dl|batches)$")
+_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "iter", "zip", "progress_bar", "track"})
 
 
 def on_xla(test: ast.AST) -> Optional[bool]:
@@ -564,6 +671,13 @@ def _is_debug_flag(test: ast.AST) -> bool:
     return name is not None and bool(_DEBUG_FLAG.fullmatch(name.rsplit(".", 1)[-1]))
 
 
+def _from_target(node: ast.AST, loop: ast.AST) -> bool:
+    """``batch["x"]`` / ``x`` / ``batch.x`` where the loop's target binds the name."""
+    while type(node) in (ast.Subscript, ast.Attribute):
+        node = node.value
+    return type(node) is ast.Name and node.id in {n.id for n in walk([loop.target]) if type(n) is ast.Name}
+
+
 def _counters(loop: ast.AST) -> Set[str]:
     """The loop's step counters: a ``for`` loop's target names, or the names a ``while`` loop's own
     body increments (``step += 1``)."""
@@ -575,11 +689,19 @@ def _counters(loop: ast.AST) -> Set[str]:
 
 def _runs_once(node: ast.If, loop: ast.AST, own: Set[int], counters: Set[str]) -> bool:
     """A branch of a loop region that runs on one iteration only: it ends by leaving the loop
-    (``return``/``raise``, or ``break`` in the loop's own body), or it tests the loop counter for
-    equality with something else (``if step == 0:``, ``if step == profile_step and trace:``)."""
+    (``return``/``raise``, or ``break`` in the loop's own body), it tests the loop counter for
+    equality with something else (``if step == 0:``, ``if step == profile_step and trace:``), or it
+    fills a name left empty before the loop (``if preds is None: preds = ...``)."""
     last = node.body[-1]
     if type(last) in (ast.Return, ast.Raise) or (type(last) is ast.Break and id(node) in own):
         return True
+    test = node.test
+    if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is and \
+            type(test.left) is ast.Name and type(test.comparators[0]) is ast.Constant and \
+            test.comparators[0].value is None and any(
+                type(t) is ast.Name and t.id == test.left.id for n in node.body if type(n) is ast.Assign
+                for t in n.targets):
+        return True  # `if preds is None: preds = ...`: the first iteration fills it
     tests = node.test.values if type(node.test) is ast.BoolOp and type(node.test.op) is ast.And else [node.test]
     for test in tests:
         if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:

@@ -17,6 +17,8 @@ import functools
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .flow import FSDP_ANY, FlowFacts, dotted
+from .hooks import FrameworkHooks
+from .project import NO_PROJECT, ProjectCalls
 from .syntax import NodeIndex, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
@@ -57,6 +59,8 @@ _FACTORIES = frozenset({
 _HOST_MODULES = ("numpy.", "math.", "time.", "random.", "os.", "sys.", "json.", "re.", "datetime.", "statistics.")
 _DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader"})
 _CPU_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_XLA_DEVICES = frozenset({"torch_xla.core.xla_model.xla_device", "torch_xla.device", "torch_xla.torch_xla.device",
+                          "xla_compat.device"})
 _PASS_THROUGH_ITERATORS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "builtins.iter"})
 _COLLECTIVES = frozenset("torch_xla.core.xla_model." + n for n in (
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"))
@@ -110,11 +114,16 @@ class TensorFacts:
 
     @classmethod
     def from_context(cls, ctx) -> "TensorFacts":
-        return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname)
+        calls = ctx.get(ProjectCalls)
+        return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname, ctx.get(FrameworkHooks),
+                   calls if calls.project is not NO_PROJECT else None)
 
-    def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]]) -> None:
+    def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]],
+                 hooks: Optional[FrameworkHooks] = None, project: Optional[ProjectCalls] = None) -> None:
         self.index = index
         self.qualname = qualname  # the resolved name of an imported name's use, else None
+        self.hooks = hooks  # framework hooks: their batch parameter is device data
+        self.project = project  # functions of the project's other modules: what they return
         self._kinds: Dict[int, Kind] = {}
         self._masks: Dict[int, bool] = {}
         self._busy: set = set()
@@ -241,6 +250,12 @@ class TensorFacts:
 
     def assigned_value(self, name: ast.Name) -> Optional[ast.expr]:
         """The expression a name was given by the one plain assignment that reaches it, if any."""
+        bound = self._lookup(name, name.id)
+        return bound[0][2] if len(bound) == 1 and bound[0][1] == _VALUE else None
+
+    def reaching_value(self, name: ast.Name) -> Optional[ast.expr]:
+        """The expression of the plain assignment that last bound the name before this use in its
+        scope (``meter = Meter()`` ... ``meter.update(x)`` ... ``meter = meter.compute()``)."""
         bound = self._lookup(name, name.id)
         return bound[0][2] if len(bound) == 1 and bound[0][1] == _VALUE else None
 
@@ -383,6 +398,14 @@ class TensorFacts:
         positional = args.posonlyargs + args.args
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         owner = self._method_class.get(id(fn))
+        hook = self.hooks.of(fn) if self.hooks is not None else None
+        if hook is not None:  # the framework passes the batch (on the device), the model, an index
+            for arg in positional + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a is not None]:
+                given = hook.parameters.get(arg.arg)
+                kind = DEVICE if given == "device" else MODULE if given == "module" else HOST if given else None
+                if not (owner is not None and arg is positional[0]):
+                    self._add(fn, arg.arg, ((0, 0), _FIXED, kind, ()))
+            return
         forward = owner is not None and fn.name == "forward" and self.is_module_class(owner)
         pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
         for index, (arg, default) in enumerate(pairs):
@@ -717,13 +740,15 @@ class TensorFacts:
                 (dotted(func.value) or "").rsplit(".", 1)[-1][:1].isupper():
             return MODULE  # AutoModelForCausalLM.from_pretrained(...): a Hugging Face model
         if qualname is not None:
-            return self._api_call(call, qualname)
+            return self._api_call(call, qualname) or self._foreign(call)
         if type(func) is ast.Name:
             if func.id in self.module_classes:
                 return MODULE
+            if func.id == "self" and self.is_module_class(self._method_class.get(id(self.index.scope_of(call)))):
+                return DEVICE  # self(x) in a method of a module: its forward()
             if self.kind(func) == MODULE:
                 return DEVICE
-            return self._returns(func.id)
+            return self._returns(func.id) or self._foreign(call)
         if type(func) is not ast.Attribute:
             return None
         if type(func.value) is ast.Name and func.value.id == "self" and self.kind(func) == MODULE:
@@ -739,6 +764,8 @@ class TensorFacts:
             return HOST_TENSOR  # whatever it was (a tensor, or a module moved back), not on the device
         if receiver == HOST:
             return HOST
+        if receiver is None and method == "to" and call.args and self._xla_device(call.args[0]):
+            return DEVICE  # batch["ids"].to(xm.xla_device()): whatever it was, now on the device
         if receiver not in TENSORS:
             return None
         if method == "to":
@@ -749,6 +776,13 @@ class TensorFacts:
         if method == "backward":
             return None
         return receiver
+
+    def _foreign(self, call: ast.Call) -> Kind:
+        """A device tensor from a function of another module of the project that returns one."""
+        if self.project is None:
+            return None
+        summary = self.project.callee(call, self.reaching_value)
+        return DEVICE if summary is not None and summary.returns_device else None
 
     @functools.cached_property
     def _functions(self) -> Dict[str, List[ast.AST]]:
@@ -780,6 +814,18 @@ class TensorFacts:
     def _rebound_functions(self) -> set:
         """Function names also assigned as variables (``step = torch_xla.compile(step)``)."""
         return {n.id for n in self.index.of(ast.Name) if type(n.ctx) is ast.Store and n.id in self._functions}
+
+    def _xla_device(self, node: ast.expr) -> bool:
+        """``xm.xla_device()`` / ``torch_xla.device()`` / ``torch.device("xla")``, or a name given one."""
+        if type(node) is ast.Name:
+            node = self.assigned_value(node) or node
+        if type(node) is not ast.Call:
+            return False
+        qualname = self._callee(node)
+        if qualname in _XLA_DEVICES:
+            return True
+        return qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant and \
+            str(node.args[0].value).split(":")[0] == "xla"
 
     def _on_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``, or a name given one of those."""

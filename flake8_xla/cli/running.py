@@ -5,7 +5,7 @@ import ast
 import os
 import sys
 from collections import Counter
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
@@ -20,6 +20,7 @@ from ..selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
 from .output import display_name
+from .project import FRAMEWORK_HOOKS_TEXT, project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, write_preserving
 
@@ -39,7 +40,8 @@ class FileResult:
         self.diff = ""
         self.error: Optional[str] = None  # a fix that could not be completed (the file is left as it was)
         self.unsafe_available = 0  # diagnostics that --unsafe-fixes would fix
-        self.cache_update: Optional[Tuple[str, str, Entry]] = None  # (path, key, raw diagnostics) to remember
+        # (path, key, raw diagnostics, project files used) to remember
+        self.cache_update: Optional[Tuple[str, str, Entry, Dict[str, str]]] = None
         self.notes: List[str] = []  # documents: blocks not linted, and why (--verbose)
         self.stdout_bytes: Optional[bytes] = None  # `fix -`: the (fixed) source, for stdout
         self.noqa_added = 0  # --add-noqa: diagnostics given a noqa comment
@@ -92,10 +94,16 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
 # run_file judges the pre-filter (and assume-torch-xla) once, on the file as read: what follows
 # lints it whatever it mentions, also after a fix removed its last torch_xla import.
 
-def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module) -> Entry:
+def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module,
+                     hooks_only: bool = False) -> Tuple[Entry, Dict[str, str]]:
+    """The diagnostics with their fix safety, and the project files whose summaries they used.
+    ``hooks_only``: the file is XLA code only through its framework hooks (see _run_file)."""
+    project = project_index() if path != "-" else None
+    if project is not None:
+        project.begin(hooks_only)
     pairs, _ = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
-                            sync_functions=job.settings.sync_functions)
-    return [(d, None if f is None else f.safe) for d, f in pairs]
+                            sync_functions=job.settings.sync_functions, project=project)
+    return [(d, None if f is None else f.safe) for d, f in pairs], project.consulted() if project else {}
 
 
 def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
@@ -150,8 +158,11 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
+    hooks_only = False
     if not concerns_xla(text, assume_xla):
-        return result
+        if name == "-" or not FRAMEWORK_HOOKS_TEXT.search(text) or not project_index().trains_on_xla(path):
+            return result
+        assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
         key = content_key(text, str(target_for(job, name).version), assume_xla,
@@ -171,9 +182,9 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         return result
     if job.fix and not file_is_exempt(split_lines(text)):
         text, tree = _fix_file(job, path, name, display, source, tree, result)
-    raw = _raw_diagnostics(job, name, text, tree)
+    raw, deps = _raw_diagnostics(job, name, text, tree, hooks_only)
     if key is not None:
-        result.cache_update = (path, key, raw)
+        result.cache_update = (path, key, raw, deps)
     result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
     if job.add_noqa and result.findings:
         text = _add_noqa(job, path, name, display, source, text, raw, result)

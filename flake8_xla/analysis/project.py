@@ -1,0 +1,150 @@
+"""The project a file belongs to, as the graph rules see it across files: summaries of the
+functions of other modules (what they do with their arguments, whether they sync, what they
+return), and which of them a call of this file runs. Part of the shared semantic layer.
+
+A summary says which parameters a function reads to the host (``.item()``, ``.cpu()``,
+``.numpy()``, ``.tolist()``, ``.to("cpu")``, ``float()``/``int()``, ``np.asarray()``: of the
+parameter or of a value computed from it), whether it syncs the graph, whether it returns a device
+tensor, and which torch_xla modules it returns (``xm, pl = import_xla()``). Summaries are plain,
+picklable data that :mod:`flake8_xla.analysis.summaries` makes from one module's tree; a front-end
+that knows the file system (the CLI) computes them once per file, caches them, and hands them to
+the lint of the files that import that module through :class:`Project`. :class:`ProjectCalls`
+answers, in the importing file, which summary a call runs.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
+
+from .flow import FlowFacts, dotted
+from .syntax import NodeIndex
+
+
+class HostRead(NamedTuple):
+    position: int  # of the parameter among the call's positional arguments (self/cls not counted)
+    parameter: str
+    how: str  # ".cpu()", "float()", ...
+    line: int
+    copies: bool  # a copy to the host (.cpu(), .numpy(), np.asarray()), not a read of the value (.item())
+
+
+class FunctionSummary(NamedTuple):
+    name: str  # "f", or "Class.method"
+    path: str  # the module's file
+    line: int
+    reads: Tuple[HostRead, ...]
+    syncs: bool
+    returns_device: bool
+    returns_modules: Tuple[Optional[str], ...]  # torch_xla modules returned: one, or one per tuple element
+
+
+class ModuleSummary(NamedTuple):
+    path: str
+    functions: Dict[str, FunctionSummary]
+    # names the module imports at its top level: name -> (level, module, attribute) (re-exports)
+    imports: Dict[str, Tuple[int, str, str]]
+
+
+class Project:
+    """The other modules of the project a file belongs to; a front-end that knows the file system
+    subclasses it. This one knows none (the flake8 plugin lints each file on its own)."""
+
+    # the file is linted only because it holds framework hooks (a LightningModule of a project that
+    # trains on XLA, never naming torch_xla itself): only the hooks, and what they call, are step code
+    hooks_only = False
+
+    def module(self, importer: str, name: str, level: int = 0) -> Optional[ModuleSummary]:
+        """The summary of module ``name`` as imported by the file ``importer`` (``level``: the dots
+        of a relative import), or None when it is no file of the project."""
+        return None
+
+
+NO_PROJECT = Project()
+
+
+class ProjectCalls:
+    """In the importing file: the summary of the project function a call runs, if any."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "ProjectCalls":
+        return cls(ctx)
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.project: Project = getattr(ctx, "project", None) or NO_PROJECT
+
+    @functools.cached_property
+    def _relative(self) -> Dict[str, Tuple[int, str, str]]:
+        """Names bound by relative imports (``from .utils import accuracy``), anywhere in the file."""
+        out: Dict[str, Tuple[int, str, str]] = {}
+        for node in self.ctx.get(NodeIndex).of(ast.ImportFrom):
+            if node.level:
+                for alias in node.names:
+                    if alias.name != "*":
+                        out.setdefault(alias.asname or alias.name, (node.level, node.module or "", alias.name))
+        return out
+
+    def callee(self, call: ast.Call,
+               assigned_value: Optional[Callable[[ast.Name], Optional[ast.expr]]] = None) -> Optional[FunctionSummary]:
+        """``assigned_value``: the value analysis's one assignment of a name, to follow
+        ``meter = Meter()`` ... ``meter.update(preds)`` to a method of a project class."""
+        if self.project is NO_PROJECT:
+            return None
+        func = call.func
+        named = self.callee_name(func)
+        if named is not None:
+            return self.function(self.ctx.filename, *named)
+        if assigned_value is not None and type(func) is ast.Attribute and type(func.value) is ast.Name:
+            value = assigned_value(func.value)
+            cls = self.callee_name(value.func) if type(value) is ast.Call else None
+            if cls is not None:
+                return self.function(self.ctx.filename, cls[0], f"{cls[1]}.{func.attr}")
+        return None
+
+    def callee_name(self, func: ast.AST) -> Optional[Tuple[int, str]]:
+        """(import level, dotted name) of what ``func`` names: ``utils.accuracy`` for an absolute
+        import, (1, ``utils.accuracy``) for ``from .utils import accuracy``."""
+        qualname = self.ctx.get(FlowFacts).qualname(func)
+        if qualname is not None:
+            return 0, qualname
+        name = dotted(func)
+        if name is None:
+            return None
+        root, _, rest = name.partition(".")
+        if root in self._relative:
+            level, module, attr = self._relative[root]
+            return level, ".".join(x for x in (module, attr, rest) if x)
+        return None
+
+    def function(self, importer: str, level: int, dotted_name: str, depth: int = 0) -> Optional[FunctionSummary]:
+        """``pkg.utils.accuracy`` / ``pkg.utils.Meter.update`` as ``importer`` imports it: the module
+        is the longest prefix that is a file of the project; a name that module imports from
+        elsewhere is followed (a package's ``__init__`` re-exporting it)."""
+        if depth > 3 or (level == 0 and dotted_name.split(".", 1)[0] in _NOT_PROJECT):
+            return None
+        parts = dotted_name.split(".")
+        for cut in range(len(parts) - 1, 0 if level == 0 else -1, -1):
+            module_name, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
+            summary = self.project.module(importer, module_name, level)
+            if summary is None:
+                continue
+            found = summary.functions.get(rest)
+            if found is not None:
+                return found
+            head, _, tail = rest.partition(".")
+            if head in summary.imports:
+                sub_level, sub_module, attr = summary.imports[head]
+                target = ".".join(x for x in (sub_module, attr, tail) if x)
+                return self.function(summary.path, sub_level, target, depth + 1)
+            return None
+        return None
+
+
+# top-level packages that are never a project's own modules
+_NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "time", "json", "re", "logging",
+                          "typing", "collections", "functools", "itertools", "transformers", "lightning",
+                          "pytorch_lightning", "accelerate", "ignite", "tqdm", "datasets", "xla_compat"})
+
+
+__all__ = ["FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "Project", "ProjectCalls"]

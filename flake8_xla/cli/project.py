@@ -1,0 +1,169 @@
+"""The project around a file, for `check`/`fix`: its imports resolved to the project's own files and
+their function summaries (a metric helper in ``utils.py`` that does ``.cpu().numpy()``), computed
+once per file per process and remembered by content.
+
+Resolution: a relative import from the importer's package; an absolute one from the importer's
+directory and each directory above it up to the project root (the nearest one holding a
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, or the working directory when the file
+is under it), and their ``src/`` folders. Nothing outside the project (installed packages) is read.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Dict, List, Optional, Set, Tuple
+
+from ..analysis.project import ModuleSummary, Project
+from ..analysis.summaries import summarize
+from ..cache import file_digest
+from ..engine import TOO_DEEP, might_match
+from ..fixing.lines import split_lines
+from ..lifecycle.table import api_table
+from ..rule import FileContext
+from ..versions import Target
+from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, read_file_bytes
+
+_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_MAX_LEVELS = 8  # directories searched above the importer, at most
+
+
+class ProjectIndex(Project):
+    """One process's view of the projects it lints. ``begin()``/``consulted()`` bracket one file's
+    lint and tell which project files it read summaries of (the result cache keeps them)."""
+
+    def __init__(self, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+        self.max_file_size = max_file_size
+        self._summaries: Dict[str, Tuple[str, Optional[ModuleSummary]]] = {}  # path -> (digest, summary)
+        self._found: Dict[Tuple[str, str, int], Optional[str]] = {}
+        self._roots: Dict[str, List[str]] = {}
+        self._consulted: Set[str] = set()
+        self._on_xla: Dict[str, bool] = {}  # project root -> whether some file of it mentions torch_xla
+
+    def begin(self, hooks_only: bool = False) -> None:
+        self._consulted = set()
+        self.hooks_only = hooks_only
+
+    def consulted(self) -> Dict[str, str]:
+        """Path -> content digest of the files read since :meth:`begin`."""
+        return {path: self._summaries[path][0] for path in sorted(self._consulted) if path in self._summaries}
+
+    def module(self, importer: str, name: str, level: int = 0) -> Optional[ModuleSummary]:
+        path = self.find(os.path.abspath(importer), name, level)
+        if path is None:
+            return None
+        self._consulted.add(path)
+        known = self._summaries.get(path)
+        if known is None:
+            known = self._summaries[path] = (file_digest(path), self._summarize(path))
+        return known[1]
+
+    def find(self, importer: str, name: str, level: int) -> Optional[str]:
+        """The file of module ``name`` as ``importer`` imports it, or None."""
+        key = (os.path.dirname(importer), name, level)
+        if key not in self._found:
+            self._found[key] = self._find(importer, name, level)
+        found = self._found[key]
+        return None if found == importer else found
+
+    def _find(self, importer: str, name: str, level: int) -> Optional[str]:
+        parts = [p for p in name.split(".") if p]
+        if level:
+            base = os.path.dirname(importer)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            return _module_file(base, parts)
+        for root in self._search_roots(os.path.dirname(importer)):
+            found = _module_file(root, parts)
+            if found is not None:
+                return found
+        return None
+
+    def trains_on_xla(self, path: str) -> bool:
+        """Whether the project of ``path`` has a Python file that passes the pre-filter (imports
+        torch_xla, ``Trainer(accelerator="tpu")``): then a LightningModule or a Trainer subclass of it
+        that never names torch_xla runs on XLA too. At most ``_SCAN_LIMIT`` files are read."""
+        roots = self._search_roots(os.path.dirname(os.path.abspath(path)))
+        root = next((r for r in reversed(roots) if os.path.basename(r) != "src"), roots[-1])
+        if root not in self._on_xla:
+            self._on_xla[root] = _mentions_xla(root)
+        return self._on_xla[root]
+
+    def _search_roots(self, directory: str) -> List[str]:
+        roots = self._roots.get(directory)
+        if roots is None:
+            roots, here, cwd = [], directory, os.getcwd()
+            stop_at_cwd = here == cwd or here.startswith(cwd + os.sep)
+            for _ in range(_MAX_LEVELS):
+                roots.append(here)
+                if os.path.isdir(os.path.join(here, "src")):
+                    roots.append(os.path.join(here, "src"))
+                if (stop_at_cwd and here == cwd) or any(os.path.exists(os.path.join(here, m)) for m in _ROOT_MARKERS):
+                    break
+                parent = os.path.dirname(here)
+                if parent == here:
+                    break
+                here = parent
+            self._roots[directory] = roots
+        return roots
+
+    def _summarize(self, path: str) -> Optional[ModuleSummary]:
+        try:
+            text = decode_source(read_file_bytes(path, self.max_file_size), False).text
+            tree = ast.parse(text, path)
+        except (OSError, ValueError, SyntaxError, *TOO_DEEP):
+            return None  # unreadable or broken: its callers are linted as if it were not there
+        table = api_table()
+        ctx = FileContext(split_lines(text), tree, path, Target(table.latest, "project summary"), table)
+        try:
+            return summarize(ctx)
+        except TOO_DEEP:
+            return None
+
+
+_SCAN_LIMIT = 5000
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build",
+                           "dist", "site-packages", ".flake8_xla_cache"})
+# a file that may hold framework hooks: a class deriving from a LightningModule, a Trainer or a fastai
+# Callback (analysis.hooks decides; this only spares the parse of every other file)
+FRAMEWORK_HOOKS_TEXT = re.compile(r"(?m)^\s*class \w+\([^)]*(LightningModule|Trainer|Callback)\b")
+
+
+def _mentions_xla(root: str) -> bool:
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")]
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > _SCAN_LIMIT:
+                return False
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    head = f.read(DEFAULT_MAX_FILE_SIZE)
+            except OSError:
+                continue
+            if might_match(head.decode("utf-8", "replace")):
+                return True
+    return False
+
+
+def _module_file(base: str, parts: List[str]) -> Optional[str]:
+    stem = os.path.join(base, *parts) if parts else base
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")) if parts else \
+            (os.path.join(stem, "__init__.py"),):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+_INDEX: Optional[ProjectIndex] = None
+
+
+def project_index() -> ProjectIndex:
+    """This process's index (a worker builds its own after the fork)."""
+    global _INDEX
+    if _INDEX is None:
+        _INDEX = ProjectIndex()
+    return _INDEX
