@@ -18,8 +18,10 @@ from .versions import Target, infer_target
 
 # A file that matches none of these cannot contain anything a rule reports, unless the project
 # says it runs on XLA anyway (``assume_xla``: model code in modules that never import torch_xla).
-# A Lightning script that trains on TPUs (``Trainer(accelerator="tpu")``) may never name torch_xla.
-_PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE|accelerator\s*=\s*[\"']tpu[\"']|tpu_cores")
+# A Lightning script that trains on TPUs (``Trainer(accelerator="tpu")``) may never name torch_xla, nor
+# a module that takes ``xm`` from ``from transformers.trainer import *``.
+_PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE|accelerator\s*=\s*[\"']tpu[\"']|tpu_cores"
+                        r"|from transformers\.trainer import \*")
 
 
 @functools.lru_cache(maxsize=None)

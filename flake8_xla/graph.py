@@ -7,7 +7,8 @@ import os
 from typing import List, NamedTuple
 
 from .analysis.hooks import EVALUATION, TRAINING
-from .analysis.project import FunctionSummary, HostRead, ProjectCalls
+from .analysis.calls import ProjectCalls
+from .analysis.project import FunctionSummary, HostRead
 from .analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
 from .analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP, hook_of
 

@@ -3,6 +3,7 @@ import ast
 from typing import Iterator
 
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
+from flake8_xla.graph import hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.loops import StepRegions
@@ -17,6 +18,8 @@ BLOCKING = {
     "torch_xla.core.xla_model.save": "waits for the device and copies the data to the host",
     "torch_xla.core.xla_model.do_on_ordinals": "waits for every replica",
 }
+# what blocks an evaluation loop on every batch the same way (a checkpoint there is not a pattern)
+EVALUATION_BLOCKING = frozenset(BLOCKING) - {"torch_xla.core.xla_model.save"}
 LOOP = ("import torch\nimport torch_xla\n\nfor data, target in loader:\n    optimizer.zero_grad()\n"
         "    loss = model(data).sum()\n    loss.backward()\n    optimizer.step()\n")
 
@@ -80,16 +83,22 @@ class BlockingSyncInStep(Rule):
         if not calls:
             return
         regions = ctx.get(StepRegions)
-        if not regions.training_loops:
-            return
         for ref in calls:
             call = ref.call
             # every step: the training loop's body, its inner loops and the file's functions it calls,
-            # not what runs once (`if step == 0:`, a branch ending in break) or every N steps
+            # not what runs once (`if step == 0:`, a branch ending in break) or every N steps; and every
+            # batch of an evaluation loop
             region = regions.region_of(call)
-            if region is None or region.kind != TRAINING_LOOP:
+            if region is None:
                 continue
             spelled = ref.written_prefix(ref.qualname)
+            if region.kind != TRAINING_LOOP:
+                if ref.qualname in EVALUATION_BLOCKING and hands_off(region.kind) and regions.over_batches(region):
+                    yield self.diagnostic(ctx, call, (
+                        f"{spelled}() blocks the host on every batch of an evaluation loop (it "
+                        f"{BLOCKING[ref.qualname]}): each batch waits for the device and the other replicas; "
+                        "accumulate on the device and reduce once after the loop"))
+                continue
             if ref.qualname in SYNCS:
                 wait = next((k.value for k in call.keywords if k.arg == "wait"), call.args[0] if call.args else None)
                 if not (type(wait) is ast.Constant and wait.value is True):

@@ -4,7 +4,8 @@ from typing import Iterator, Set, Tuple
 
 from flake8_xla.analysis.syntax import walk
 from flake8_xla.analysis.flow import is_constant
-from flake8_xla.analysis.loops import COMPILED, DYNAMO, STEP_MARKERS, SYNCS, XLA_COMPILE, StepRegions
+from flake8_xla.analysis.loops import COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP, STEP_MARKERS, SYNCS, XLA_COMPILE
+from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
@@ -12,9 +13,11 @@ from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.calls import ProjectCalls
 
 DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader",
                             "torch_xla.distributed.parallel_loader.ParallelLoader"})
+PLAIN_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 EAGER = frozenset({"torch_xla.experimental.eager_mode", "torch_xla._XLAC._set_use_eager_mode"})
 ITERATORS = frozenset({"enumerate", "zip", "iter", "tqdm"})
 HEADER = "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader\n\n"
@@ -29,21 +32,25 @@ BODY = ("    data, target = data.to(device), target.to(device)\n    optimizer.ze
 class TrainingLoopWithoutSync(Rule):
     code = "XLA305"
     name = "training-loop-without-sync"
-    summary = "A training loop over a plain DataLoader that never syncs the graph"
+    summary = "A training or evaluation loop over a plain DataLoader that never syncs the graph"
     what_it_does = (
         "Flags a training loop (its body calls `.backward()`, `optimizer.step()` or `xm.optimizer_step`) whose "
         "data provably does not come from a device loader (it iterates a `torch.utils.data.DataLoader` built in "
         "the file, a `range()` or a literal, and draws no batches from anything else) and that never cuts the "
         "graph: no `torch_xla.sync()` / `xm.mark_step()` in it (also through a name given one, "
         "`mark = xm.mark_step`), in a loop around it, or in a function or method of this file it calls (a "
-        "wrapper such as `Dist.sync()`) or that the project declares as a sync (`sync-functions = [\"mylib.sync\"]` "
+        "wrapper such as `Dist.sync()`), in a function of another module of the project that syncs (`flake8-xla "
+        "check` reads the project's modules; the flake8 plugin lints one file at a time), or that the project "
+        "declares as a sync (`sync-functions = [\"mylib.sync\"]` "
         "in `[tool.flake8-xla]`, `xla-sync-functions = mylib.sync` for flake8: a wrapper in another module); "
         "no `xm.optimizer_step(..., barrier=True)`; no `torch_xla.compile` / "
         "`torch_xla.step` around or inside the step; no eager mode. Loops over an `MpDeviceLoader` or over an "
         "iterable the analysis cannot see (a function parameter that the file's calls do not show to be a "
         "plain DataLoader) are fine: the device loader syncs after every batch. So is a `range()` loop in a file "
         "that uses a device loader, unless it visibly draws from a plain one, and a loop that never runs on XLA "
-        "(it uses apex, a CUDA-only library)."
+        "(it uses apex, a CUDA-only library). An evaluation loop (it runs the model on the device, no training "
+        "step) over a plain DataLoader of this file is flagged the same way when it neither syncs nor reads a "
+        "value on every batch (a read runs the graph; XLA303/XLA307 report it)."
     )
     why_bad = (
         "Lazy tensors only record operations; a sync is what compiles and runs them. Without one, each step's "
@@ -95,13 +102,23 @@ class TrainingLoopWithoutSync(Rule):
                             "batch)"),),
             title="a range loop drawing from a plain DataLoader, on torch_xla 2.3",
         ),
+        Example(
+            HEADER + SETUP + "correct = torch.zeros((), device=device)\nfor data, target in loader:\n"
+            "    data, target = data.to(device), target.to(device)\n"
+            "    correct += (model(data).argmax(-1) == target).sum()\n",
+            expect=((10, 1, "this evaluation loop never syncs the graph: every batch is appended to one lazy graph "
+                            "that grows until the loop ends; end each batch with torch_xla.sync(), or iterate a "
+                            "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"),),
+            title="an evaluation loop that keeps its counts on the device",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         regions: StepRegions = ctx.get(StepRegions)
-        if not regions.training_loops:
+        references = ctx.get(SemanticModel).references
+        if not regions.training_loops and not any(r.qualname in PLAIN_LOADERS for r in references):
             return
-        if any(r.qualname in EAGER for r in ctx.get(SemanticModel).references):
+        if any(r.qualname in EAGER for r in references):
             return
         device_loaders = any(r.qualname in DEVICE_LOADERS for r in ctx.get(SemanticModel).references)
         syncing, aliases = _syncing_functions(ctx)
@@ -129,6 +146,38 @@ class TrainingLoopWithoutSync(Rule):
                 "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
                 f"until something reads a value; end each step with {sync}, or iterate a "
                 "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
+        training = {id(step.loop) for step in regions.training_loops}
+        for loop in ctx.get(NodeIndex).of(ast.For, ast.AsyncFor):
+            # an evaluation (or inference) loop over a plain DataLoader that runs the model on the device
+            if id(loop) in training or id(loop) in cut or id(loop) in regions.never_on_xla or not loop.body:
+                continue
+            region = regions.region_of(loop.body[0])
+            if region is None or region.kind not in (MODEL_LOOP, DEVICE_LOOP) or regions.origin(region) is not loop:
+                continue
+            if ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR or _reads_every_batch(loop):
+                continue
+            yield self.diagnostic(ctx, loop, (
+                "this evaluation loop never syncs the graph: every batch is appended to one lazy graph that grows "
+                f"until the loop ends; end each batch with {sync}, or iterate a "
+                "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
+
+
+_READS = frozenset({"item", "cpu", "tolist", "numpy"})
+
+
+def _reads_every_batch(loop: ast.AST) -> bool:
+    """A read of a value in the loop runs the graph traced so far (XLA303/XLA307 speak of it)."""
+    for node in walk([loop]):
+        if type(node) is ast.Call:
+            func = node.func
+            if type(func) is ast.Attribute and (func.attr in _READS or func.attr == "to" and node.args and
+                                                type(node.args[0]) is ast.Constant and node.args[0].value == "cpu"):
+                return True
+            if type(func) is ast.Name and func.id in ("float", "int", "bool", "print"):
+                return True
+        elif type(node) in (ast.If, ast.While, ast.JoinedStr):
+            return True  # a branch or a formatted value may read a tensor: leave it to XLA304/XLA303
+    return False
 
 
 def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str]) -> bool:
@@ -145,6 +194,9 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
         if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
                                         for k in node.keywords):
             return True
+        helper = ctx.get(ProjectCalls).callee(node, ctx.get(TensorFacts).reaching_value)
+        if helper is not None and helper.syncs:
+            return True  # a function of another module of the project that syncs (`flake8-xla check`)
         return bool(syncing) and any(id(fn) in syncing for fn in ctx.get(StepRegions).local.targets(node, loose=True))
     if type(node) in (ast.With, ast.AsyncWith):
         return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in XLA_COMPILE

@@ -15,6 +15,7 @@ LATE_FOR_SPEED = {
     ("cli/running.py", "..documents.programs"): "only notebooks, Markdown and rst files need the documents layer",
     ("cli/running.py", "..documents.reading"): "only notebooks, Markdown and rst files need the documents layer",
     ("cli/commands.py", "..lsp.server"): "only `server` needs the language server (and pygls, an optional extra)",
+    ("cli/project.py", "..analysis.summaries"): "only a step that calls a helper of another module needs its summary",
 }
 
 

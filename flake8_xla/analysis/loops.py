@@ -466,12 +466,18 @@ class StepRegions:
             for call in ctx.get(NodeIndex).of(ast.Call):
                 if type(call.func) is ast.Name and call.func.id in functions:
                     sites.setdefault(call.func.id, []).append(call)
+            # a function also referred to other than by a call (``xm.add_step_closure(fn, ...)``) may run anywhere
+            loads: Dict[str, int] = {}
+            for node in ctx.get(NodeIndex).of(ast.Name):
+                if node.id in sites and type(node.ctx) is ast.Load:
+                    loads[node.id] = loads.get(node.id, 0) + 1
             changed = True
             while changed:  # a helper of a CUDA-only helper is CUDA-only too
                 changed = False
                 for name, calls in sites.items():
                     defs = functions[name]
-                    if id(defs[0].body[0]) not in out and all(id(c) in out for c in calls):
+                    if id(defs[0].body[0]) not in out and loads.get(name) == len(calls) and \
+                            all(id(c) in out for c in calls):
                         out.update(id(n) for fn in defs for n in walk(fn.body))
                         changed = True
         return out

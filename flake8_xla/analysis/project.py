@@ -8,17 +8,12 @@ parameter or of a value computed from it), whether it syncs the graph, whether i
 tensor, and which torch_xla modules it returns (``xm, pl = import_xla()``). Summaries are plain,
 picklable data that :mod:`flake8_xla.analysis.summaries` makes from one module's tree; a front-end
 that knows the file system (the CLI) computes them once per file, caches them, and hands them to
-the lint of the files that import that module through :class:`Project`. :class:`ProjectCalls`
-answers, in the importing file, which summary a call runs.
+the lint of the files that import that module through :class:`Project`;
+:class:`flake8_xla.analysis.calls.ProjectCalls` answers, in the importing file, which summary a call runs.
 """
 from __future__ import annotations
 
-import ast
-import functools
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
-
-from .flow import FlowFacts, dotted
-from .syntax import NodeIndex
+from typing import Dict, NamedTuple, Optional, Tuple
 
 
 class HostRead(NamedTuple):
@@ -59,64 +54,6 @@ class Project:
         of a relative import), or None when it is no file of the project."""
         return None
 
-
-NO_PROJECT = Project()
-
-
-class ProjectCalls:
-    """In the importing file: the summary of the project function a call runs, if any."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "ProjectCalls":
-        return cls(ctx)
-
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx
-        self.project: Project = getattr(ctx, "project", None) or NO_PROJECT
-
-    @functools.cached_property
-    def _relative(self) -> Dict[str, Tuple[int, str, str]]:
-        """Names bound by relative imports (``from .utils import accuracy``), anywhere in the file."""
-        out: Dict[str, Tuple[int, str, str]] = {}
-        for node in self.ctx.get(NodeIndex).of(ast.ImportFrom):
-            if node.level:
-                for alias in node.names:
-                    if alias.name != "*":
-                        out.setdefault(alias.asname or alias.name, (node.level, node.module or "", alias.name))
-        return out
-
-    def callee(self, call: ast.Call,
-               assigned_value: Optional[Callable[[ast.Name], Optional[ast.expr]]] = None) -> Optional[FunctionSummary]:
-        """``assigned_value``: the value analysis's one assignment of a name, to follow
-        ``meter = Meter()`` ... ``meter.update(preds)`` to a method of a project class."""
-        if self.project is NO_PROJECT:
-            return None
-        func = call.func
-        named = self.callee_name(func)
-        if named is not None:
-            return self.function(self.ctx.filename, *named)
-        if assigned_value is not None and type(func) is ast.Attribute and type(func.value) is ast.Name:
-            value = assigned_value(func.value)
-            cls = self.callee_name(value.func) if type(value) is ast.Call else None
-            if cls is not None:
-                return self.function(self.ctx.filename, cls[0], f"{cls[1]}.{func.attr}")
-        return None
-
-    def callee_name(self, func: ast.AST) -> Optional[Tuple[int, str]]:
-        """(import level, dotted name) of what ``func`` names: ``utils.accuracy`` for an absolute
-        import, (1, ``utils.accuracy``) for ``from .utils import accuracy``."""
-        qualname = self.ctx.get(FlowFacts).qualname(func)
-        if qualname is not None:
-            return 0, qualname
-        name = dotted(func)
-        if name is None:
-            return None
-        root, _, rest = name.partition(".")
-        if root in self._relative:
-            level, module, attr = self._relative[root]
-            return level, ".".join(x for x in (module, attr, rest) if x)
-        return None
-
     def function(self, importer: str, level: int, dotted_name: str, depth: int = 0) -> Optional[FunctionSummary]:
         """``pkg.utils.accuracy`` / ``pkg.utils.Meter.update`` as ``importer`` imports it: the module
         is the longest prefix that is a file of the project; a name that module imports from
@@ -126,7 +63,7 @@ class ProjectCalls:
         parts = dotted_name.split(".")
         for cut in range(len(parts) - 1, 0 if level == 0 else -1, -1):
             module_name, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
-            summary = self.project.module(importer, module_name, level)
+            summary = self.module(importer, module_name, level)
             if summary is None:
                 continue
             found = summary.functions.get(rest)
@@ -140,6 +77,14 @@ class ProjectCalls:
             return None
         return None
 
+    def returned_modules(self, importer: str, qualname: str) -> Tuple[Optional[str], ...]:
+        """The torch_xla modules the project function ``qualname`` returns (``xm, pl = import_xla()``)."""
+        found = self.function(importer, 0, qualname)
+        return found.returns_modules if found is not None else ()
+
+
+NO_PROJECT = Project()
+
 
 # top-level packages that are never a project's own modules
 _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "time", "json", "re", "logging",
@@ -147,4 +92,4 @@ _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "t
                           "pytorch_lightning", "accelerate", "ignite", "tqdm", "datasets", "xla_compat"})
 
 
-__all__ = ["FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "Project", "ProjectCalls"]
+__all__ = ["FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "Project"]

@@ -15,6 +15,14 @@ from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Option
 from .syntax import CHILD_FIELDS, child_fields, walk
 from ..versions import Version
 
+# Modules that libraries import under a short name at their top level, so that a star import of the
+# library binds it too (``from transformers.trainer import *`` gives ``xm`` when torch_xla is there).
+_STAR_EXPORTS = {
+    ("transformers.trainer", "xm"): "torch_xla.core.xla_model",
+    ("transformers.trainer", "met"): "torch_xla.debug.metrics",
+    ("transformers.trainer", "pl"): "torch_xla.distributed.parallel_loader",
+}
+
 # Guard bits carried down the walk.
 COMPAT = 1  # try/except ImportError|AttributeError, hasattr branch, version branch
 TYPE_ERROR = 2  # try/except TypeError: guards call-signature changes only
@@ -159,11 +167,16 @@ class SemanticModel:
 
     @classmethod
     def from_context(cls, ctx) -> "SemanticModel":
-        return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version, ctx.lines)
+        project = getattr(ctx, "project", None)
+        returned = (lambda qualname: project.returned_modules(ctx.filename, qualname)) if project is not None else \
+            (lambda qualname: ())
+        return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version, ctx.lines,
+                   returned)
 
     def __init__(self, tree: ast.AST, compat_names: frozenset = frozenset(),
                  star_known: Callable[[str], bool] = lambda q: False,
-                 target: Optional[Version] = None, lines: Optional[Sequence[str]] = None) -> None:
+                 target: Optional[Version] = None, lines: Optional[Sequence[str]] = None,
+                 returned_modules: Callable[[str], Tuple[Optional[str], ...]] = lambda q: ()) -> None:
         self._compat_names = compat_names
         self._lines = lines
         self._star_known = star_known
@@ -174,6 +187,10 @@ class SemanticModel:
         # Subscript assignment targets -> assigned value (``os.environ[k] = v``).
         self.assigned: Dict[ast.AST, ast.expr] = {}
         self.module_scope = Scope("module", None)
+        # (id(scope), name) -> the defs of that name there, with their scopes (helpers returning modules)
+        self._functions: Dict[Tuple[int, str], List[Tuple[ast.AST, Scope]]] = {}
+        # torch_xla modules that a function of another module of the project returns (its qualname -> them)
+        self._returned_modules = returned_modules
         self._walk(tree)
         self.references: List[Reference] = list(self._resolve())
 
@@ -204,6 +221,9 @@ class SemanticModel:
 
     def _from_star(self, scope: Scope, name: str) -> Optional[str]:
         for module in scope.module().stars:
+            exported = _STAR_EXPORTS.get((module, name))
+            if exported is not None:
+                return exported
             candidate = f"{module}.{name}"
             if self._star_known(candidate):
                 return candidate
@@ -739,9 +759,10 @@ def _exception_names(handler: ast.ExceptHandler) -> List[str]:
 
 
 def _visit_function(model: SemanticModel, node, parent, scope: Scope, guard: int, push) -> None:
+    inner = Scope("function", scope)
     if type(node) is not ast.Lambda:
         scope.bind(node.name, LOCAL)
-    inner = Scope("function", scope)
+        model._functions.setdefault((id(scope), node.name), []).append((node, inner))
     args = node.args
     all_args = args.posonlyargs + args.args + args.kwonlyargs
     all_args += [a for a in (args.vararg, args.kwarg) if a is not None]
@@ -907,12 +928,66 @@ def _visit_assign(model: SemanticModel, node, parent, scope: Scope, guard: int, 
             owner.values[target.id] = value if target.id not in owner.values else None
         elif type(target) is ast.Attribute and type(target.value) is ast.Name and value is not None:
             _record_instance_attribute(scope, target, value)
+    modules = _modules_given(model, value, scope) if type(node) is ast.Assign and len(targets) == 1 else ()
+    bound = set()
+    if modules:
+        # xm = importlib.import_module("torch_xla.core.xla_model"); xm, pl = import_xla()
+        names = targets[0].elts if type(targets[0]) is ast.Tuple else [targets[0]]
+        if len(names) == len(modules):
+            for name, module in zip(names, modules):
+                if type(name) is ast.Name and module:
+                    scope.bind(name.id, module)
+                    bound.add(id(name))
     for child in reversed([t for t in targets if not (placeholder and type(t) is ast.Name)]):
-        push((child, node, scope, guard))
+        if type(child) is ast.Tuple and bound:
+            for element in reversed(child.elts):
+                if id(element) not in bound:
+                    push((element, node, scope, guard))
+        elif id(child) not in bound:
+            push((child, node, scope, guard))
     if type(node) is ast.AnnAssign:
         push((node.annotation, node, scope, guard))
     if value is not None:
         push((value, node, scope, guard))
+
+
+def _modules_given(model: SemanticModel, value: Optional[ast.expr], scope: Scope) -> Tuple[Optional[str], ...]:
+    """The torch_xla modules a call hands back: ``importlib.import_module("torch_xla...")``, or a
+    function (of this file, or of another module of the project) that imports and returns them."""
+    if type(value) is not ast.Call:
+        return ()
+    func = value.func
+    resolved = _resolve_chain(func, scope)
+    if resolved == "importlib.import_module":
+        name = value.args[0] if value.args else None
+        if type(name) is ast.Constant and isinstance(name.value, str) and name.value.startswith("torch_xla"):
+            return (name.value,)
+        return ()
+    if resolved is not None and resolved != LOCAL:
+        return model._returned_modules(resolved)
+    if type(func) is not ast.Name:
+        return ()
+    owner = scope.owner_of(func.id)
+    defs = model._functions.get((id(owner), func.id), []) if owner is not None else []
+    if len(defs) != 1:
+        return ()
+    fn, inner = defs[0]
+    found: Optional[Tuple[Optional[str], ...]] = None
+    for ret in (n for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+                if type(n) is ast.Return):
+        elements = ret.value.elts if type(ret.value) is ast.Tuple else [ret.value]
+        names = tuple(_module_binding(e, inner) for e in elements)
+        if not any(names) or (found is not None and found != names):
+            return ()
+        found = names
+    return found or ()
+
+
+def _module_binding(node: Optional[ast.AST], scope: Scope) -> Optional[str]:
+    if type(node) is not ast.Name:
+        return None
+    bound = scope.lookup(node.id)
+    return bound if bound and bound.startswith("torch_xla") else None
 
 
 def _record_instance_attribute(scope: Scope, target: ast.Attribute, value: ast.expr) -> None:

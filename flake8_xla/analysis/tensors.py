@@ -18,7 +18,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
-from .project import NO_PROJECT, ProjectCalls
+from .calls import ProjectCalls
+from .project import NO_PROJECT
 from .syntax import NodeIndex, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
@@ -575,6 +576,13 @@ class TensorFacts:
                 return self._element(args[0])
             if type(iterable.func) is ast.Attribute and iterable.func.attr == "per_device_loader":
                 return DEVICE
+            if type(iterable.func) is ast.Attribute and iterable.func.attr in ("items", "values") and not args:
+                # for name, logit in {"a": x.cpu(), ...}.items(): the dict's values
+                owner = iterable.func.value
+                literal = self.assigned_value(owner) if type(owner) is ast.Name else owner
+                if type(literal) is ast.Dict and literal.values:
+                    values = _same([self.kind(v) for v in literal.values])
+                    return (HOST, values) if iterable.func.attr == "items" else values
         source = self.loader(iterable)
         if source is not None:
             return source
@@ -607,6 +615,13 @@ class TensorFacts:
                     return _same([self.loader(v) for v in values])
             finally:
                 self._busy.discard(("loader", id(expr)))
+        if type(expr) is ast.Name:
+            # `tk0 = para_loader.per_device_loader(d)` under `if use_tpu:`, `tk0 = tqdm(loader)` else:
+            # on XLA the loop draws from the device loader
+            self._lookup(expr, expr.id)  # binds the scope
+            values = [b[2] for b in self._bindings.get((id(self.index.scope_of(expr)), expr.id), ()) if b[1] == _VALUE]
+            if len(values) > 1 and any(type(v) is ast.Call and self.loader(v) == DEVICE for v in values):
+                return DEVICE
         value = (self.assigned_value(expr) or expr) if type(expr) is ast.Name else expr
         if type(value) is not ast.Call:
             return None

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis.project import ModuleSummary, Project
-from ..analysis.summaries import summarize
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -25,6 +25,8 @@ from ..versions import Target
 from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, read_file_bytes
 
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# a language server lives long: what was not found (or a project's scan) is looked at again after this
+_RECHECK_SECONDS = 30.0
 _MAX_LEVELS = 8  # directories searched above the importer, at most
 
 
@@ -34,11 +36,12 @@ class ProjectIndex(Project):
 
     def __init__(self, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
         self.max_file_size = max_file_size
-        self._summaries: Dict[str, Tuple[str, Optional[ModuleSummary]]] = {}  # path -> (digest, summary)
-        self._found: Dict[Tuple[str, str, int], Optional[str]] = {}
+        # path -> (stat stamp, digest, summary)
+        self._summaries: Dict[str, Tuple[tuple, str, Optional[ModuleSummary]]] = {}
+        self._found: Dict[Tuple[str, str, int], Tuple[float, Optional[str]]] = {}  # -> (when, file)
         self._roots: Dict[str, List[str]] = {}
         self._consulted: Set[str] = set()
-        self._on_xla: Dict[str, bool] = {}  # project root -> whether some file of it mentions torch_xla
+        self._on_xla: Dict[str, Tuple[float, bool]] = {}  # project root -> (when, a file of it names torch_xla)
 
     def begin(self, hooks_only: bool = False) -> None:
         self._consulted = set()
@@ -46,24 +49,28 @@ class ProjectIndex(Project):
 
     def consulted(self) -> Dict[str, str]:
         """Path -> content digest of the files read since :meth:`begin`."""
-        return {path: self._summaries[path][0] for path in sorted(self._consulted) if path in self._summaries}
+        return {path: self._summaries[path][1] for path in sorted(self._consulted) if path in self._summaries}
 
     def module(self, importer: str, name: str, level: int = 0) -> Optional[ModuleSummary]:
         path = self.find(os.path.abspath(importer), name, level)
         if path is None:
             return None
         self._consulted.add(path)
+        stamp = _stamp(path)
         known = self._summaries.get(path)
-        if known is None:
-            known = self._summaries[path] = (file_digest(path), self._summarize(path))
-        return known[1]
+        if known is None or known[0] != stamp:  # new, or edited since (a long-lived language server)
+            known = self._summaries[path] = (stamp, file_digest(path), self._summarize(path))
+        return known[2]
 
     def find(self, importer: str, name: str, level: int) -> Optional[str]:
         """The file of module ``name`` as ``importer`` imports it, or None."""
         key = (os.path.dirname(importer), name, level)
-        if key not in self._found:
-            self._found[key] = self._find(importer, name, level)
-        found = self._found[key]
+        when, found = self._found.get(key, (0.0, None))
+        now = time.monotonic()
+        # a module that is not there, or a file that went away, is looked for again after a while
+        if key not in self._found or (found is None or not os.path.isfile(found)) and now - when > _RECHECK_SECONDS:
+            found = self._find(importer, name, level)
+            self._found[key] = (now, found)
         return None if found == importer else found
 
     def _find(self, importer: str, name: str, level: int) -> Optional[str]:
@@ -85,9 +92,12 @@ class ProjectIndex(Project):
         that never names torch_xla runs on XLA too. At most ``_SCAN_LIMIT`` files are read."""
         roots = self._search_roots(os.path.dirname(os.path.abspath(path)))
         root = next((r for r in reversed(roots) if os.path.basename(r) != "src"), roots[-1])
-        if root not in self._on_xla:
-            self._on_xla[root] = _mentions_xla(root)
-        return self._on_xla[root]
+        when, known = self._on_xla.get(root, (0.0, False))
+        now = time.monotonic()
+        if root not in self._on_xla or now - when > _RECHECK_SECONDS:
+            known = _mentions_xla(root)
+            self._on_xla[root] = (now, known)
+        return known
 
     def _search_roots(self, directory: str) -> List[str]:
         roots = self._roots.get(directory)
@@ -113,6 +123,10 @@ class ProjectIndex(Project):
             tree = ast.parse(text, path)
         except (OSError, ValueError, SyntaxError, *TOO_DEEP):
             return None  # unreadable or broken: its callers are linted as if it were not there
+        # the analysis loads when a summary is first needed: a run over files that cannot concern
+        # torch_xla imports no rule machinery (tests/test_startup.py)
+        from ..analysis.summaries import summarize
+
         table = api_table()
         ctx = FileContext(split_lines(text), tree, path, Target(table.latest, "project summary"), table)
         try:
@@ -149,6 +163,14 @@ def _mentions_xla(root: str) -> bool:
     return False
 
 
+def _stamp(path: str) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
 def _module_file(base: str, parts: List[str]) -> Optional[str]:
     stem = os.path.join(base, *parts) if parts else base
     for candidate in (stem + ".py", os.path.join(stem, "__init__.py")) if parts else \
@@ -167,3 +189,9 @@ def project_index() -> ProjectIndex:
     if _INDEX is None:
         _INDEX = ProjectIndex()
     return _INDEX
+
+
+def reset_project_index() -> None:
+    """Forget what was read: a new run sees the project as it is now."""
+    global _INDEX
+    _INDEX = None

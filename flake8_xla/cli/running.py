@@ -20,7 +20,7 @@ from ..selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
 from .output import display_name
-from .project import FRAMEWORK_HOOKS_TEXT, project_index
+from .project import FRAMEWORK_HOOKS_TEXT, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, write_preserving
 
@@ -349,6 +349,7 @@ def _run_in_worker(path: str) -> FileResult:
 
 
 def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]:
+    reset_project_index()  # one view of the project per run (workers inherit it on fork, then fill their own)
     stdin_bytes = None
     if "-" in files:
         try:
