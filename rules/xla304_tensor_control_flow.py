@@ -3,7 +3,7 @@ import ast
 from typing import Iterator, Optional
 
 from flake8_xla.graph import spelled, where
-from flake8_xla.analysis.loops import on_xla
+from flake8_xla.analysis.backends import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import DEVICE
 from flake8_xla.analysis.tensors import TensorFacts

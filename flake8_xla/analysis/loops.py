@@ -22,6 +22,7 @@ from .syntax import walk
 from .semantic import SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
+from .backends import on_xla
 from .hooks import EVALUATION, TRAINING, FrameworkHooks
 
 # calls that mark a loop body as one training step
@@ -611,10 +612,6 @@ def _loop_nodes(loop: ast.AST, stop: tuple = SCOPES + LOOPS) -> List[ast.AST]:
     return nodes
 
 
-_XLA_WORD = re.compile(r"(?i)xla|tpu")
-_CUDA_WORD = re.compile(r"(?i)cuda|gpu|nccl|(?<![a-z])mps(?![a-z])")
-# string constants naming a backend that is not XLA (``_attn_implementation == "flash_attention_2"``)
-_CUDA_CONSTANT = re.compile(r"(?i)cuda(:\d+)?|gpu|nccl|mps|triton|flash_attention\w*")
 # classes that only run on CUDA (Hugging Face's FlashAttention2 variants, Triton kernels)
 CUDA_ONLY_CLASS = re.compile(r"Flash|Cuda|CUDA|Triton")
 # data collators run in the DataLoader, on CPU batches, before anything reaches the device
@@ -623,37 +620,6 @@ _DEBUG_FLAG = re.compile(r"(?i)_?(debug|verbose)\w*")
 # the name of an iterable of batches (``val_loader``, ``test_dl``, ``eval_dataloader``)
 _LOADER_NAME = re.compile(r"(?i)(loader|(^|_)dl|batches)$")
 _WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "iter", "zip", "progress_bar", "track"})
-
-
-def on_xla(test: ast.AST) -> Optional[bool]:
-    """True for a test that holds on XLA and not on CUDA (``is_torch_xla_available()``,
-    ``device.type == "xla"``, ``not torch.cuda.is_available()``), False for one that never holds
-    on XLA (``torch.cuda.is_available()``, ``device.type == "cuda"``), None for anything else."""
-    kind = type(test)
-    if kind is ast.UnaryOp and type(test.op) is ast.Not:
-        inner = on_xla(test.operand)
-        return None if inner is None else not inner
-    if kind is ast.BoolOp:
-        found = [on_xla(v) for v in test.values]
-        if type(test.op) is ast.And and False in found:
-            return False  # ``... and not on_xla and ...`` never holds on XLA
-        return True if type(test.op) is ast.And and True in found else None
-    if kind is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):
-        equal = type(test.ops[0]) is ast.Eq
-        for side in (test.left, test.comparators[0]):
-            if type(side) is ast.Constant and isinstance(side.value, str):
-                if _XLA_WORD.fullmatch(side.value):
-                    return equal
-                if _CUDA_CONSTANT.fullmatch(side.value):
-                    return not equal
-        return None
-    if kind in (ast.Call, ast.Name, ast.Attribute):
-        target = test.func if kind is ast.Call else test
-        text = dotted(target) or ast.unparse(target)
-        if _XLA_WORD.search(text):
-            return True
-        return False if _CUDA_WORD.search(text) else None
-    return None
 
 
 def is_test_file(filename: str) -> bool:
@@ -719,6 +685,17 @@ def _runs_once(node: ast.If, loop: ast.AST, own: Set[int], counters: Set[str]) -
     return False
 
 
+def _once_branch(test: ast.AST, counters: Set[str]) -> Optional[bool]:
+    """For a conditional expression on the loop counter, which branch runs on one iteration only:
+    True (its body) for ``i == 0``, False (its else) for ``i < n - 1`` / ``i != n - 1``, else None."""
+    if type(test) is not ast.Compare or len(test.ops) != 1 or type(test.left) is not ast.Name or \
+            test.left.id not in counters or any(type(n) is ast.Name and n.id in counters
+                                                for n in walk(test.comparators)):
+        return None
+    op = type(test.ops[0])
+    return True if op is ast.Eq else False if op in (ast.Lt, ast.NotEq) else None
+
+
 def _skips_to_periodic(node: ast.AST, periodic: FrozenSet[str]) -> bool:
     """``if step % n: continue`` (or ``if not log_now: continue``): what follows runs every n steps."""
     if type(node) is not ast.If or type(node.body[-1]) is not ast.Continue:
@@ -753,6 +730,12 @@ def _claim(regions: Dict[int, StepRegion], region: StepRegion, nodes: List[ast.A
                 excluded.update(id(n) for n in _inside(node.body))
             blocks.append(node.body)
             blocks.append(node.orelse)
+        elif kind is ast.IfExp and loop is not None:
+            if own is None:
+                own, counters = {id(n) for n in _loop_nodes(loop)}, _counters(loop)
+            once = _once_branch(node.test, counters)
+            if once is not None:  # `a if i < steps - 1 else b`: b runs on the last step only
+                excluded.update(id(n) for n in _inside([node.body if once else node.orelse]))
         elif asserts and (kind is ast.Assert or kind is ast.Call and _is_assertion(node)):
             excluded.update(id(n) for n in _inside([node]))
         elif kind in (ast.With, ast.AsyncWith, ast.Try) or kind in LOOPS:

@@ -18,6 +18,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
+from .backends import on_xla
 from .calls import ProjectCalls
 from .project import NO_PROJECT
 from .syntax import NodeIndex, walk
@@ -482,7 +483,20 @@ class TensorFacts:
         return leaf[:1].islower() and leaf not in _FACTORIES and leaf not in _TORCH_NOT_TENSORS and \
             not _returns_python_value(leaf) and (len(parts) == 2 or parts[1] in ("linalg", "fft", "special"))
 
+    @functools.cached_property
+    def _never_on_xla(self) -> set:
+        """id() of the statements in a branch that never runs on XLA (``else:`` of ``if IS_TPU:``):
+        what they assign is not what the name holds on XLA."""
+        out: set = set()
+        for node in self.index.of(ast.If):
+            xla = on_xla(node.test)
+            if xla is not None:
+                out.update(id(n) for n in walk(node.body if xla is False else node.orelse))
+        return out
+
     def _bind_statement(self, stmt: ast.AST) -> None:
+        if id(stmt) in self._never_on_xla:
+            return
         scope = self.index.scope_of(stmt)
         kind = type(stmt)
         # a binding takes effect where its statement (a loop: its target) ends
@@ -834,6 +848,8 @@ class TensorFacts:
         """``xm.xla_device()`` / ``torch_xla.device()`` / ``torch.device("xla")``, or a name given one."""
         if type(node) is ast.Name:
             node = self.assigned_value(node) or node
+        if type(node) is ast.IfExp:  # torch_xla.device() if IS_TPU else torch.device("cuda")
+            return self._xla_device(node.body) or self._xla_device(node.orelse)
         if type(node) is not ast.Call:
             return False
         qualname = self._callee(node)
