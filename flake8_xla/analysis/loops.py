@@ -510,17 +510,29 @@ class StepRegions:
 
     def _calls_model_runner(self, own: List[ast.AST]) -> bool:
         """Whether a loop's own body calls a function of this file that runs the model
-        (``loss, metrics = self.validate_one_step(batch)``)."""
-        runners = self._model_runners
-        return bool(runners) and any(type(n) is ast.Call and any(id(fn) in runners for fn in self.local.targets(n))
-                                     for n in own)
+        (``loss, metrics = self.validate_one_step(batch)``), itself or through another one, and
+        steps no optimizer (that makes a training loop)."""
+        return any(type(n) is ast.Call and any(self._runs_model_when_called(fn, 0) for fn in self.local.targets(n))
+                   for n in own)
+
+    def _runs_model_when_called(self, fn: ast.AST, depth: int) -> bool:
+        known = self._model_runners.get(id(fn))
+        if known is not None:
+            return known
+        if depth > 4 or id(fn) in self.stepping_functions:
+            return False
+        self._model_runners[id(fn)] = False  # recursion: not through itself
+        own = list(_own_nodes(fn.body))
+        found = self._runs_model(own) or any(
+            type(n) is ast.Call and any(self._runs_model_when_called(g, depth + 1) for g in self.local.targets(n))
+            for n in own)
+        self._model_runners[id(fn)] = found
+        return found
 
     @functools.cached_property
-    def _model_runners(self) -> Set[int]:
-        """id() of the file's functions whose own body (loops excluded) runs a model, directly or
-        through another such function, and that step no optimizer (those make training loops)."""
-        direct = {id(fn) for fn in self.local.defs() if self._runs_model(list(_own_nodes(fn.body)))}
-        return self.local.reaching(direct, enter_loops=False) - self.stepping_functions
+    def _model_runners(self) -> Dict[int, bool]:
+        """id() of a function of the file -> whether calling it runs a model (filled on demand)."""
+        return {}
 
     def _runs_model(self, own: List[ast.AST]) -> bool:
         """Whether a loop's own body (``own``) calls a model (a name or ``self.x`` known to hold a

@@ -54,11 +54,17 @@ class Project:
         of a relative import), or None when it is no file of the project."""
         return None
 
+    def has_top_level(self, importer: str, name: str) -> bool:
+        """Whether an absolute import of ``name`` from ``importer`` can reach a file of the project
+        (a cheap test before looking for its submodules)."""
+        return False
+
     def function(self, importer: str, level: int, dotted_name: str, depth: int = 0) -> Optional[FunctionSummary]:
         """``pkg.utils.accuracy`` / ``pkg.utils.Meter.update`` as ``importer`` imports it: the module
         is the longest prefix that is a file of the project; a name that module imports from
         elsewhere is followed (a package's ``__init__`` re-exporting it)."""
-        if depth > 3 or (level == 0 and dotted_name.split(".", 1)[0] in _NOT_PROJECT):
+        if depth > 3 or (level == 0 and (dotted_name.split(".", 1)[0] in _NOT_PROJECT or
+                                         not self.has_top_level(importer, dotted_name.split(".", 1)[0]))):
             return None
         parts = dotted_name.split(".")
         for cut in range(len(parts) - 1, 0 if level == 0 else -1, -1):

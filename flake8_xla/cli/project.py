@@ -40,6 +40,7 @@ class ProjectIndex(Project):
         self._summaries: Dict[str, Tuple[tuple, str, Optional[ModuleSummary]]] = {}
         self._found: Dict[Tuple[str, str, int], Tuple[float, Optional[str]]] = {}  # -> (when, file)
         self._roots: Dict[str, List[str]] = {}
+        self._tops: Dict[Tuple[str, str], Tuple[float, bool]] = {}  # (directory, name) -> (when, a project module)
         self._consulted: Set[str] = set()
         self._on_xla: Dict[str, Tuple[float, bool]] = {}  # project root -> (when, a file of it names torch_xla)
 
@@ -61,6 +62,16 @@ class ProjectIndex(Project):
         if known is None or known[0] != stamp:  # new, or edited since (a long-lived language server)
             known = self._summaries[path] = (stamp, file_digest(path), self._summarize(path))
         return known[2]
+
+    def has_top_level(self, importer: str, name: str) -> bool:
+        key = (os.path.dirname(importer), name)
+        when, known = self._tops.get(key, (0.0, False))
+        now = time.monotonic()
+        if key not in self._tops or not known and now - when > _RECHECK_SECONDS:  # a module made since
+            known = any(os.path.isfile(os.path.join(root, name + ".py")) or os.path.isdir(os.path.join(root, name))
+                        for root in self._search_roots(key[0]))
+            self._tops[key] = (now, known)
+        return known
 
     def find(self, importer: str, name: str, level: int) -> Optional[str]:
         """The file of module ``name`` as ``importer`` imports it, or None."""
