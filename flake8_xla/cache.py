@@ -117,11 +117,19 @@ def _diagnostics(raw: object) -> Optional[Entry]:
     return out
 
 
+_DIGESTS: Dict[Tuple[str, int, int], str] = {}  # (path, mtime_ns, size) -> digest: one read per file and run
+
+
 def file_digest(path: str) -> str:
     """A hash of a file's bytes ("" when it cannot be read), for the entries that depend on it."""
     try:
-        with open(path, "rb") as f:
-            return blake2b(f.read(), digest_size=16).hexdigest()
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        known = _DIGESTS.get(key)
+        if known is None:
+            with open(path, "rb") as f:
+                known = _DIGESTS[key] = blake2b(f.read(), digest_size=16).hexdigest()
+        return known
     except OSError:
         return ""
 

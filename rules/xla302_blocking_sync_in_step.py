@@ -34,7 +34,9 @@ class BlockingSyncInStep(Rule):
         "`xm.mark_step(wait=True)`, "
         "`xm.wait_device_ops()`, `xm.unlazy()`, and `xm.rendezvous`/`xla_rendezvous`/`mesh_reduce`/"
         "`save`/`do_on_ordinals`, also in a function of this file that the loop calls (`model.mix()` that waits). "
-        "Calls under `if step % N == 0:` (or `if log_now:` with `log_now = step % N == 0`), calls that run once "
+        "The rendezvous helpers and waits are also flagged on every batch of an evaluation loop over a loader "
+        "(`xm.mesh_reduce` of each batch's loss). Calls under `if step % N == 0:` (or `if log_now:` with "
+        "`log_now = step % N == 0`), calls that run once "
         "(under `if step == 0:`, or in a branch that leaves the loop with `break`/`return`), and calls before or "
         "after the loop are fine."
     )

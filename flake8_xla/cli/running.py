@@ -160,7 +160,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         return _run_document(job, path, name, display, source, assume_xla, result)
     hooks_only = False
     if not concerns_xla(text, assume_xla):
-        if name == "-" or not FRAMEWORK_HOOKS_TEXT.search(text) or not project_index().trains_on_xla(path):
+        if name == "-" or not FRAMEWORK_HOOKS_TEXT.search(text) or not project_index().trains_on_xla(name):
             return result
         assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
     key = None
