@@ -101,6 +101,17 @@ def test_before_the_replacement_exists_the_companion_is_used() -> None:
         "import torch_xla\n\ntorch_xla.launch(main, args=(1,), debug_single_process=True)\n")
 
 
+def test_an_argument_carrying_a_comment_is_not_dropped() -> None:
+    """mmf's `nprocs=8,  # use all 8 TPU cores` (real-code fix sweep): dropping the argument would
+    drop the comment, so that call is left for the author; the same call without one is fixed."""
+    commented = ("import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
+                 "xmp.spawn(\n    fn=main,\n    nprocs=8,  # use all 8 TPU cores\n    start_method='fork',\n)\n")
+    assert fixed(commented, "2.9", unsafe=True) == commented
+    plain = commented.replace("  # use all 8 TPU cores", "")
+    assert fixed(plain, "2.9", unsafe=True) == (
+        "import torch_xla\n\ntorch_xla.launch(\n    fn=main,\n    start_method='fork',\n)\n")
+
+
 @pytest.mark.parametrize("source, expected", [
     # an argument the new API has no place for: left for a human
     ("import torch_xla.core.xla_model as xm\nd = xm.xla_device(0, 'TPU')\n", None),

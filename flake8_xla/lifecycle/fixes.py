@@ -8,6 +8,8 @@ upstream API newer than the target: before the replacement's release it uses the
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 import re
 from typing import List, Optional, Tuple
 
@@ -164,10 +166,23 @@ def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel)
         if arg not in doomed:
             continue
         if index + 1 < len(ordered):
-            edits.append(Edit(locator.start(arg), locator.start(ordered[index + 1]), ""))
+            edit = Edit(locator.start(arg), locator.start(ordered[index + 1]), "")
         else:
-            edits.append(Edit(locator.end(ordered[index - 1]), locator.end(arg), ""))
+            edit = Edit(locator.end(ordered[index - 1]), locator.end(arg), "")
+        if _has_comment(locator.source[edit.start:edit.end]):
+            return None  # `nprocs=8,  # use all 8 cores`: the comment would go with it; left for the author
+        edits.append(edit)
     return edits
+
+
+def _has_comment(text: str) -> bool:
+    """Whether a stretch of source between arguments holds a comment (tokens, so `"#"` is no comment)."""
+    if "#" not in text:
+        return False
+    try:
+        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return True  # unsure: keep the argument
 
 
 def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
