@@ -151,7 +151,13 @@ _SKIPPED_DIRS = frozenset({".git", ".hg", ".tox", ".nox", ".venv", "venv", "node
                            "dist", "site-packages", ".flake8_xla_cache"})
 # a file that may hold framework hooks: a class deriving from a LightningModule, a Trainer or a fastai
 # Callback (analysis.hooks decides; this only spares the parse of every other file)
-FRAMEWORK_HOOKS_TEXT = re.compile(r"(?m)^\s*class \w+\([^)]*(LightningModule|Trainer|Callback)\b")
+_FRAMEWORK_HOOKS_TEXT = re.compile(r"(?m)^[ \t]*class \w+\([^)\n]*(LightningModule|Trainer|Callback)\b")
+
+
+def may_hold_framework_hooks(text: str) -> bool:
+    """Cheap words first: most files that fail the pre-filter name none of the base classes."""
+    return ("LightningModule" in text or "Trainer" in text or "Callback" in text) and \
+        _FRAMEWORK_HOOKS_TEXT.search(text) is not None
 
 
 def _mentions_xla(root: str) -> bool:

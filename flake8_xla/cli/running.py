@@ -20,7 +20,7 @@ from ..selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
 from .output import display_name
-from .project import FRAMEWORK_HOOKS_TEXT, project_index, reset_project_index
+from .project import may_hold_framework_hooks, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, write_preserving
 
@@ -160,7 +160,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         return _run_document(job, path, name, display, source, assume_xla, result)
     hooks_only = False
     if not concerns_xla(text, assume_xla):
-        if name == "-" or not FRAMEWORK_HOOKS_TEXT.search(text) or not project_index().trains_on_xla(name):
+        if name == "-" or not may_hold_framework_hooks(text) or not project_index().trains_on_xla(name):
             return result
         assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
     key = None
