@@ -64,8 +64,8 @@ def too_deep_message(exc: BaseException) -> str:
 
 
 def might_match(source: str) -> bool:
-    return _PREFILTER.search(source) is not None or ("tpu" in source and _TPU_TRAINER.search(source) is not None) \
-        or _STAR_TRAINER in source
+    return _PREFILTER.search(source) is not None or _STAR_TRAINER in source or \
+        (("accelerator" in source or "tpu_cores" in source) and _TPU_TRAINER.search(source) is not None)
 
 
 def concerns_xla(source: str, assume_xla: bool = False) -> bool:
