@@ -36,12 +36,6 @@ def hands_off(kind: str) -> bool:
     return kind in HAND_OFF_REGIONS or (hook is not None and hook.phase == EVALUATION)
 
 
-def to_cpu(call: ast.Call) -> bool:
-    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
-    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
-    return type(where) is ast.Constant and where.value == "cpu"
-
-
 def where(kind: str) -> str:
     """Where a step region runs, for a message: "on every training step", "in training_step, which
     Lightning runs on every training batch"."""

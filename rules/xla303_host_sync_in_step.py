@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.graph import hands_off, helper_reads, spelled, to_cpu, where
-from flake8_xla.analysis.flow import dotted, is_constant
+from flake8_xla.graph import hands_off, helper_reads, spelled, where
+from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING
 from flake8_xla.analysis.loops import COMPILED, DYNAMO, hook_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

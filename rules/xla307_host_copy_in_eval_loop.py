@@ -3,11 +3,12 @@ import ast
 import re
 from typing import Iterator, Optional
 
+from flake8_xla.analysis.flow import to_cpu
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
 from flake8_xla.analysis.loops import hook_of
-from flake8_xla.graph import hands_off, helper_reads, spelled, to_cpu, where
+from flake8_xla.graph import hands_off, helper_reads, spelled, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)

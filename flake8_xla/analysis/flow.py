@@ -48,6 +48,12 @@ _BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
 # -- small AST helpers ---------------------------------------------------------------------------
 
+def to_cpu(call: ast.Call) -> bool:
+    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
+    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    return type(where) is ast.Constant and where.value == "cpu"
+
+
 def dotted(node: Optional[ast.AST]) -> Optional[str]:
     """``a.b.c`` for a Name/Attribute chain (``self.model``), else None."""
     parts = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, List, Optional, Set, Tuple
 
-from .flow import FlowFacts, dotted, is_constant
+from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .project import FunctionSummary, HostRead, ModuleSummary
 from .syntax import walk
 from .tensors import DEVICE, TensorFacts
@@ -116,7 +116,7 @@ def _host_reads(fn: ast.AST, is_method: bool, qualname) -> Tuple[HostRead, ...]:
             continue
         func, value, how = node.func, None, ""
         if type(func) is ast.Attribute and (func.attr in _READ_METHODS and not node.args or
-                                            func.attr == "to" and _to_cpu(node)):
+                                            func.attr == "to" and to_cpu(node)):
             value, how = func.value, f".{func.attr}()"
         elif type(func) is ast.Name and func.id in _READ_BUILTINS and len(node.args) == 1 and qualname(func) is None:
             value, how = node.args[0], f"{func.id}()"
@@ -129,11 +129,6 @@ def _host_reads(fn: ast.AST, is_method: bool, qualname) -> Tuple[HostRead, ...]:
         if position not in reads or (reads[position].copies and not copies):  # a value read says more
             reads[position] = HostRead(position, positional[position], how, node.lineno, copies)
     return tuple(reads[p] for p in sorted(reads))
-
-
-def _to_cpu(call: ast.Call) -> bool:
-    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
-    return type(where) is ast.Constant and where.value == "cpu"
 
 
 def _derived(node: Optional[ast.AST], origin: Dict[str, int]) -> Optional[int]:
