@@ -71,7 +71,7 @@ class HelperRead(NamedTuple):
 def helper_reads(ctx, call: ast.Call) -> List[HelperRead]:
     """The host reads a function of another module of the project does on the device tensors this
     call passes it (none without a project: the flake8 plugin lints one file at a time)."""
-    summary = ctx.get(ProjectCalls).callee(call, ctx.get(TensorFacts).reaching_value)
+    summary = ctx.get(ProjectCalls).callee(call, ctx.get(TensorFacts).assigned_value)
     if summary is None or not summary.reads:
         return []
     kind = ctx.get(TensorFacts).kind

@@ -194,7 +194,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
         if name in STEP_MARKERS and any(k.arg == "barrier" and not is_constant(k.value, False)
                                         for k in node.keywords):
             return True
-        helper = ctx.get(ProjectCalls).callee(node, ctx.get(TensorFacts).reaching_value)
+        helper = ctx.get(ProjectCalls).callee(node, ctx.get(TensorFacts).assigned_value)
         if helper is not None and helper.syncs:
             return True  # a function of another module of the project that syncs (`flake8-xla check`)
         return bool(syncing) and any(id(fn) in syncing for fn in ctx.get(StepRegions).local.targets(node, loose=True))

@@ -107,7 +107,7 @@ def _loader_input(ctx: FileContext, value: ast.expr, loop: ast.AST) -> bool:
             return False
         if value.id in drawn:
             return True
-        assigned = tensors.reaching_value(value)
+        assigned = tensors.assigned_value(value)
         if type(assigned) is ast.Dict:
             return all(_loader_input(ctx, v, loop) for v in assigned.values if v is not None)
         if assigned is None:

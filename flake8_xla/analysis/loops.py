@@ -118,12 +118,6 @@ def hook_of(kind: str) -> Optional[HookKind]:
     return HookKind(phase, framework, name)
 
 
-def is_training(kind: str) -> bool:
-    """A region that runs a training step: a training loop, or a framework's training hook."""
-    hook = hook_of(kind)
-    return kind == TRAINING_LOOP or (hook is not None and hook.phase == TRAINING)
-
-
 class StepRegion(NamedTuple):
     node: ast.AST  # the loop, function or with statement
     kind: str  # TRAINING_LOOP, MODEL_LOOP, DEVICE_LOOP, COMPILED, DYNAMO, FORWARD or CALLBACK
@@ -407,23 +401,17 @@ class StepRegions:
             return True
         if type(node) not in (ast.For, ast.AsyncFor):
             return False
-        iterable = node.iter
         tensors = self.ctx.get(TensorFacts)
-        while type(iterable) in (ast.NamedExpr, ast.Call) and (type(iterable) is ast.NamedExpr or iterable.args and (
-                dotted(iterable.func) or "").rsplit(".", 1)[-1] in _WRAPPING_ITERATORS):
-            iterable = iterable.value if type(iterable) is ast.NamedExpr else iterable.args[0]
+        iterable = _unwrapped(node.iter)
         if tensors.yields_device(iterable):
             return True
         for _ in range(3):  # tk0 = tqdm(data_loader): follow the name to what it was given
             if tensors.loader(iterable) is not None or _LOADER_NAME.search((dotted(iterable) or "").rsplit(".", 1)[-1]):
                 return True
-            value = tensors.reaching_value(iterable) if type(iterable) is ast.Name else None
-            while type(value) is ast.Call and value.args and \
-                    (dotted(value.func) or "").rsplit(".", 1)[-1] in _WRAPPING_ITERATORS:
-                value = value.args[0]
+            value = tensors.assigned_value(iterable) if type(iterable) is ast.Name else None
             if value is None:
                 return False
-            iterable = value
+            iterable = _unwrapped(value)
         return False
 
     @functools.cached_property
@@ -653,6 +641,14 @@ def _is_debug_flag(test: ast.AST) -> bool:
     """``if debug:`` / ``if self.verbose:``: a switch that is off in a real run."""
     name = dotted(test)
     return name is not None and bool(_DEBUG_FLAG.fullmatch(name.rsplit(".", 1)[-1]))
+
+
+def _unwrapped(iterable: ast.AST) -> ast.AST:
+    """What ``enumerate(pbar := tqdm(loader))`` iterates over: ``loader``."""
+    while type(iterable) is ast.NamedExpr or type(iterable) is ast.Call and iterable.args and \
+            (dotted(iterable.func) or "").rsplit(".", 1)[-1] in _WRAPPING_ITERATORS:
+        iterable = iterable.value if type(iterable) is ast.NamedExpr else iterable.args[0]
+    return iterable
 
 
 def _from_target(node: ast.AST, loop: ast.AST) -> bool:

@@ -255,12 +255,6 @@ class TensorFacts:
         bound = self._lookup(name, name.id)
         return bound[0][2] if len(bound) == 1 and bound[0][1] == _VALUE else None
 
-    def reaching_value(self, name: ast.Name) -> Optional[ast.expr]:
-        """The expression of the plain assignment that last bound the name before this use in its
-        scope (``meter = Meter()`` ... ``meter.update(x)`` ... ``meter = meter.compute()``)."""
-        bound = self._lookup(name, name.id)
-        return bound[0][2] if len(bound) == 1 and bound[0][1] == _VALUE else None
-
     def is_module_class(self, node: ast.AST) -> bool:
         return type(node) is ast.ClassDef and self.module_classes.get(node.name) is node
 
@@ -810,7 +804,7 @@ class TensorFacts:
         """A device tensor from a function of another module of the project that returns one."""
         if self.project is None:
             return None
-        summary = self.project.callee(call, self.reaching_value)
+        summary = self.project.callee(call, self.assigned_value)
         return DEVICE if summary is not None and summary.returns_device else None
 
     @functools.cached_property
