@@ -303,6 +303,31 @@ def test_a_lightning_module_of_a_project_that_trains_on_tpu(tmp_path, capsys) ->
     assert check(capsys, tmp_path) == []
 
 
+def test_a_hooks_only_result_is_not_served_to_a_whole_file_lint(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {
+        "model.py": """\
+            import pytorch_lightning as pl
+
+            class Scaler(pl.LightningModule):
+                def forward(self, x):
+                    return x / x.max().item()
+
+                def training_step(self, batch, batch_idx):
+                    return self(batch).item()
+        """,
+        "train.py": "import pytorch_lightning as pl\ntrainer = pl.Trainer(accelerator='tpu')\n",
+    })
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        args = ("check", "--isolated", "--select", "XLA303", "--format", "json")
+        assert [f["line"] for f in json.loads(run(capsys, *args, "model.py")[1])] == [8]
+        # the same content and target, now linted whole: the cached hooks-only result must not be used
+        assert [f["line"] for f in json.loads(run(capsys, *args, "--assume-torch-xla", "model.py")[1])] == [5, 8]
+    finally:
+        os.chdir(old)
+
+
 @pytest.mark.parametrize("broken", ["def f(:\n", "\0\0\0", "x = 1\n" * 3])
 def test_a_broken_or_plain_helper_module_changes_nothing(tmp_path, capsys, broken) -> None:
     files = dict(PROJECT)

@@ -165,8 +165,10 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
-        key = content_key(text, str(target_for(job, name).version), assume_xla,
-                          {"sync_functions": sorted(job.settings.sync_functions)})
+        options = {"sync_functions": sorted(job.settings.sync_functions)}
+        if hooks_only:  # not the result of `assume-torch-xla`, which lints the whole file
+            options["hooks_only"] = True
+        key = content_key(text, str(target_for(job, name).version), assume_xla, options)
         raw = job.cache.get(path, key)
         if raw is not None:
             result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
