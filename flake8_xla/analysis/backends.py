@@ -4,10 +4,12 @@ code that never runs on XLA alone, and the value analysis ignores what such code
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from typing import Optional
+from typing import Optional, Set
 
 from .flow import dotted
+from .syntax import NodeIndex, walk
 
 _XLA_WORD = re.compile(r"(?i)xla|tpu")
 _CUDA_WORD = re.compile(r"(?i)cuda|gpu|nccl|(?<![a-z])mps(?![a-z])")
@@ -44,3 +46,26 @@ def on_xla(test: ast.AST) -> Optional[bool]:
             return True
         return False if _CUDA_WORD.search(text) else None
     return None
+
+
+class BranchesOffXla:
+    """id() of every node in a branch that never runs on XLA: the body of ``if torch.cuda.is_available():``,
+    the ``else`` of ``if IS_TPU:`` (statements and conditional expressions), found once per file."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "BranchesOffXla":
+        return cls(ctx.get(NodeIndex))
+
+    def __init__(self, index: NodeIndex) -> None:
+        self.index = index
+
+    @functools.cached_property
+    def nodes(self) -> Set[int]:
+        out: Set[int] = set()
+        for node in self.index.of(ast.If, ast.IfExp):
+            xla = on_xla(node.test)
+            if xla is not None:
+                branch = (node.body if xla is False else node.orelse) if type(node) is ast.If else \
+                    [node.body if xla is False else node.orelse]
+                out.update(id(n) for n in walk(branch))
+        return out

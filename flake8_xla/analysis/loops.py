@@ -22,7 +22,7 @@ from .syntax import walk
 from .semantic import SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
-from .backends import on_xla
+from .backends import BranchesOffXla
 from .hooks import EVALUATION, TRAINING, FrameworkHooks
 
 # calls that mark a loop body as one training step
@@ -422,13 +422,7 @@ class StepRegions:
         data collators (``DataCollatorForSupervisedDataset``, ``collate_fn``: CPU batches), and the
         file's functions called only from such code (silence is the safe side here)."""
         ctx = self.ctx
-        out: Set[int] = set()
-        for node in ctx.get(NodeIndex).of(ast.If, ast.IfExp):
-            xla = on_xla(node.test)
-            if xla is not None:
-                branch = (node.body if xla is False else node.orelse) if type(node) is ast.If else \
-                    [node.body if xla is False else node.orelse]
-                out.update(id(n) for n in walk(branch))
+        out: Set[int] = set(ctx.get(BranchesOffXla).nodes)
         for cls in ctx.get(NodeIndex).of(ast.ClassDef):
             if CUDA_ONLY_CLASS.search(cls.name) or _COLLATE.search(cls.name):
                 out.update(id(n) for n in walk(cls.body))

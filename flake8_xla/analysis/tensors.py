@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
-from .backends import on_xla
+from .backends import BranchesOffXla
 from .calls import ProjectCalls
 from .project import NO_PROJECT
 from .syntax import NodeIndex, walk
@@ -118,14 +118,16 @@ class TensorFacts:
     def from_context(cls, ctx) -> "TensorFacts":
         calls = ctx.get(ProjectCalls)
         return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname, ctx.get(FrameworkHooks),
-                   calls if calls.project is not NO_PROJECT else None)
+                   calls if calls.project is not NO_PROJECT else None, ctx.get(BranchesOffXla))
 
     def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]],
-                 hooks: Optional[FrameworkHooks] = None, project: Optional[ProjectCalls] = None) -> None:
+                 hooks: Optional[FrameworkHooks] = None, project: Optional[ProjectCalls] = None,
+                 off_xla: Optional[BranchesOffXla] = None) -> None:
         self.index = index
         self.qualname = qualname  # the resolved name of an imported name's use, else None
         self.hooks = hooks  # framework hooks: their batch parameter is device data
         self.project = project  # functions of the project's other modules: what they return
+        self.off_xla = off_xla if off_xla is not None else BranchesOffXla(index)
         self._kinds: Dict[int, Kind] = {}
         self._masks: Dict[int, bool] = {}
         self._busy: set = set()
@@ -477,20 +479,9 @@ class TensorFacts:
         return leaf[:1].islower() and leaf not in _FACTORIES and leaf not in _TORCH_NOT_TENSORS and \
             not _returns_python_value(leaf) and (len(parts) == 2 or parts[1] in ("linalg", "fft", "special"))
 
-    @functools.cached_property
-    def _never_on_xla(self) -> set:
-        """id() of the statements in a branch that never runs on XLA (``else:`` of ``if IS_TPU:``):
-        what they assign is not what the name holds on XLA."""
-        out: set = set()
-        for node in self.index.of(ast.If):
-            xla = on_xla(node.test)
-            if xla is not None:
-                out.update(id(n) for n in walk(node.body if xla is False else node.orelse))
-        return out
-
     def _bind_statement(self, stmt: ast.AST) -> None:
-        if id(stmt) in self._never_on_xla:
-            return
+        if id(stmt) in self.off_xla.nodes:
+            return  # what a branch that never runs on XLA assigns is not what the name holds there
         scope = self.index.scope_of(stmt)
         kind = type(stmt)
         # a binding takes effect where its statement (a loop: its target) ends
