@@ -90,3 +90,35 @@ def test_layers_form_no_cycle() -> None:
 def test_facts_sit_below_the_rules_and_the_engine() -> None:
     """The analysis layer reads syntax and the target only: no rule, table, fix or front-end."""
     assert {imported for importer, imported in layer_imports() if importer == "analysis"} <= {"versions", "rule"}
+
+
+COMPANION = PACKAGE.parent / "xla_compat"
+
+
+def companion_imports():
+    """(importing module, imported module, whether at module level) for every import between
+    two xla_compat modules, wherever it is written."""
+    for path in sorted(COMPANION.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = set(map(id, tree.body))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                yield from ((path.stem, name.split(".")[0], id(node) in top) for name in names)
+
+
+def test_companion_modules_import_each_other_at_module_level_without_a_cycle() -> None:
+    """xla_compat's launcher sits above the checkpoints, collectives and runtime it uses; none of
+    them reaches back up through an import written inside a function."""
+    imports = list(companion_imports())
+    assert [(a, b) for a, b, top in imports if not top] == []
+    edges = {}
+    for importer, imported, _ in imports:
+        edges.setdefault(importer, set()).add(imported)
+    remaining = set(edges) | {m for targets in edges.values() for m in targets}
+    while remaining:
+        leaves = {m for m in remaining if not (edges.get(m, set()) & remaining)}
+        assert leaves, f"import cycle in xla_compat: { {k: sorted(v & remaining) for k, v in edges.items() if k in remaining} }"
+        remaining -= leaves
+    assert {"runtime", "resume", "checkpoint", "collectives"} & edges.get("supervisor", set())
+    assert "supervisor" not in set().union(*(edges.get(m, set()) for m in ("runtime", "resume", "collectives")))

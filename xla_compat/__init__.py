@@ -7,10 +7,10 @@ from .checkpoint import atomic_save, consolidate_sharded, save, save_sharded, sh
 from .collectives import all_gather_object, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
 from .fsdp_checks import check_fsdp_optimizer, is_fsdp_parameter
 from .graph_watch import GraphReport, GraphWarning, GraphWatch, watch_steps
-from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal, launch,
+from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal,
                       local_ordinal, manual_seed, real_devices, spmd, sync, world_size)
 from .resume import CheckpointManager
-from .supervisor import JobFailed
+from .supervisor import JobFailed, launch
 from .watchdog import Watchdog
 from .worker_logs import log_worker
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients

@@ -7,6 +7,7 @@ import re
 import tempfile
 from typing import Any, Dict, List, Optional, Set
 
+from . import _upstream as up
 from .collectives import rank as process_rank
 from .collectives import rendezvous, to_cpu
 from .collectives import world as process_world
@@ -89,8 +90,6 @@ def consolidate_sharded(prefix: str, world: int, save_path: Optional[str] = None
     """Merge the ``world`` shards written by :func:`save_sharded` into one full state dict (run it
     on one rank only, or offline). Upstream: ``consolidate_sharded_state_dicts`` (2.1+)."""
     import torch
-
-    from . import _upstream as up
 
     missing = [p for p in shard_paths(prefix, world) if not os.path.exists(p)]
     if missing:

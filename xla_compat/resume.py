@@ -18,11 +18,12 @@ import threading
 import warnings
 from typing import Any, Callable, Optional, Sequence, Tuple
 
+from . import _upstream as up
 from .checkpoint import atomic_save
 from .collectives import _group, rendezvous, to_cpu
 from .collectives import rank as process_rank
+from .exits import PREEMPTED_EXIT_CODE
 
-PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
 COMMITTED = "COMMITTED"
 DISTRIBUTED = "distributed"  # the torch.distributed.checkpoint folder of an SPMD model's step
 _STEP_DIR = re.compile(r"step-(\d{8})")
@@ -118,8 +119,6 @@ class CheckpointManager:
         ``consolidate_sharded_state_dicts``."""
         import torch
 
-        from . import _upstream as up
-
         steps = self.committed_steps()
         step = steps[-1] if step is None else step
         if step not in steps:
@@ -201,8 +200,6 @@ def _is_spmd(state: Any) -> bool:
     tensors = [t for t in _leaves(state) if isinstance(t, torch.Tensor) and t.device.type == "xla"]
     if not tensors:
         return False
-    from . import _upstream as up
-
     spec = up.torch_xla()._XLAC._get_xla_sharding_spec
     return any(spec(t) for t in tensors)
 
@@ -218,15 +215,11 @@ def _leaves(data: Any) -> list:
 def _no_dist(function: Callable) -> dict:
     """``no_dist=True`` without a process group, where the function takes it (torch 2.2-2.5's
     ``save``/``load`` do not; they infer it)."""
-    from . import _upstream as up
-
     return {"no_dist": True} if _group() is None and up.accepts(function, "no_dist") else {}
 
 
 def _distributed_checkpoint() -> tuple:
     """``torch.distributed.checkpoint`` and torch_xla's SPMD planners, where the release has them."""
-    from . import _upstream as up
-
     import torch.distributed.checkpoint as dcp
 
     try:

@@ -97,24 +97,6 @@ def sync(wait: bool = False, reset_scope: bool = True) -> None:
                                   "sync(reset_scope=False) needs a release whose xm.mark_step takes reset_scope")
 
 
-def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug_single_process: bool = False,
-           log_dir: Optional[str] = None, nprocs: Optional[int] = None) -> Any:
-    """Start ``fn(index, *args)`` in one process per device. Upstream: ``torch_xla.launch`` (2.5+);
-    before, ``xmp.spawn`` (with ``nprocs=1`` for a single debug process). With ``log_dir`` (or
-    ``nprocs``) xla_compat starts the processes itself, with upstream's per-process set-up: each
-    writes ``LOG_DIR/rank-N-HOST.log``, a failed worker stops the others instead of leaving them
-    hanging, and a summary of every rank's exit is printed (``xla_compat.supervisor``)."""
-    if log_dir is not None or nprocs is not None:
-        from .supervisor import supervise
-
-        return supervise(fn, args, log_dir or "xla_compat-logs", nprocs=1 if debug_single_process else nprocs,
-                         start_method=start_method)
-    launcher = getattr(up.torch_xla(), "launch", None)
-    if launcher is not None:
-        return launcher(fn, args=tuple(args), start_method=start_method, debug_single_process=debug_single_process)
-    return up.xmp().spawn(fn, args=tuple(args), nprocs=1 if debug_single_process else None, start_method=start_method)
-
-
 def manual_seed(seed: int, device: Any = None) -> None:
     """Seed the XLA random generator. Upstream: ``torch_xla.manual_seed`` (2.5+); before, ``xm.set_rng_state``."""
     fn = up.newest(lambda: up.torch_xla().manual_seed, lambda: up.xm().set_rng_state)

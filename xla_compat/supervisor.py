@@ -20,16 +20,32 @@ import time
 import traceback
 from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
-from .resume import PREEMPTED_EXIT_CODE, catch_preemption
+from . import _upstream as up
+from .exits import PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, describe_exit
+from .resume import catch_preemption
 from .worker_logs import STACKS_SIGNAL, Echo, last_lines, log_path, log_worker
 
-WATCHDOG_EXIT_CODE = 124  # as timeout(1): the job was stopped because a rank died or stalled
-_MEANINGS = {PREEMPTED_EXIT_CODE: "preempted: restart the job to resume",
-             WATCHDOG_EXIT_CODE: "stopped by the watchdog"}
+__all__ = ["JobFailed", "launch", "supervise", "PREEMPTED_EXIT_CODE", "WATCHDOG_EXIT_CODE"]
 
 
 class JobFailed(RuntimeError):
     """A worker of :func:`xla_compat.launch` failed; the message names the first rank to fail."""
+
+
+def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug_single_process: bool = False,
+           log_dir: Optional[str] = None, nprocs: Optional[int] = None) -> Any:
+    """Start ``fn(index, *args)`` in one process per device. Upstream: ``torch_xla.launch`` (2.5+);
+    before, ``xmp.spawn`` (with ``nprocs=1`` for a single debug process). With ``log_dir`` (or
+    ``nprocs``) xla_compat starts the processes itself, with upstream's per-process set-up: each
+    writes ``LOG_DIR/rank-N-HOST.log``, a failed worker stops the others instead of leaving them
+    hanging, and a summary of every rank's exit is printed (``xla_compat.supervisor``)."""
+    if log_dir is not None or nprocs is not None:
+        return supervise(fn, args, log_dir or "xla_compat-logs", nprocs=1 if debug_single_process else nprocs,
+                         start_method=start_method)
+    launcher = getattr(up.torch_xla(), "launch", None)
+    if launcher is not None:
+        return launcher(fn, args=tuple(args), start_method=start_method, debug_single_process=debug_single_process)
+    return up.xmp().spawn(fn, args=tuple(args), nprocs=1 if debug_single_process else None, start_method=start_method)
 
 
 def process_rank(local_rank: int, nprocs: int) -> int:
@@ -41,8 +57,6 @@ def process_rank(local_rank: int, nprocs: int) -> int:
 
 def local_process_count() -> int:
     """How many processes upstream's launcher starts on this host (one per chip; one on CPU)."""
-    from . import _upstream as up
-
     plugins = _optional("torch_xla.experimental.plugins")  # 2.3+
     if plugins is not None and plugins.using_dynamic_plugins():
         return plugins.default().physical_chip_count()
@@ -67,8 +81,6 @@ def _worker_main(local_rank: int, nprocs: int, rank: int, fn: Callable, args: tu
     os.environ.setdefault("RANK", str(rank))
     log_worker(log_dir, rank, echo=False)
     catch_preemption()  # here, on the main thread: fn runs in a device thread
-    from . import _upstream as up
-
     pjrt = up.module("torch_xla._internal.pjrt")
     call = functools.partial(_call_with_rank, fn, rank, args)
     # what upstream's run_multiprocess runs in each of its processes, 2.1 through 2.9
@@ -184,15 +196,6 @@ def _finish(workers: Dict[int, Any], culprit: Optional[int], stopped: Set[int], 
         raise JobFailed(f"rank {culprit} failed ({describe_exit(codes[culprit])}); see {log_dir}/summary.txt")
     if PREEMPTED_EXIT_CODE in codes.values():
         raise SystemExit(PREEMPTED_EXIT_CODE)
-
-
-def describe_exit(code: Optional[int]) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    meaning = _MEANINGS.get(code)
-    return f"exit code {code}" + (f" ({meaning})" if meaning else "")
 
 
 def _free_port() -> int:

@@ -22,7 +22,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from . import worker_logs
-from .supervisor import WATCHDOG_EXIT_CODE
+from .exits import WATCHDOG_EXIT_CODE
 
 # a main thread blocked in one of these files waits for other ranks
 _WAITING_IN = (os.sep + os.path.join("torch", "distributed") + os.sep,

@@ -16,6 +16,8 @@ import sys
 import threading
 from typing import List, Optional, TextIO
 
+from .runtime import global_ordinal
+
 STACKS_SIGNAL = signal.SIGUSR1
 current_log_dir: Optional[str] = None  # set by log_worker, the default of Watchdog(log_dir=)
 
@@ -32,7 +34,7 @@ def log_worker(log_dir: str, rank: Optional[int] = None, echo: bool = True) -> s
     torch_xla's global ordinal. With ``echo`` the lines also reach the original console, prefixed
     with ``[rank N]`` (:func:`xla_compat.launch` echoes for its workers itself)."""
     if rank is None:
-        rank = int(os.environ["RANK"]) if "RANK" in os.environ else _global_ordinal()
+        rank = int(os.environ["RANK"]) if "RANK" in os.environ else global_ordinal()
     global current_log_dir
     os.makedirs(log_dir, exist_ok=True)
     current_log_dir = log_dir
@@ -52,12 +54,6 @@ def log_worker(log_dir: str, rank: Optional[int] = None, echo: bool = True) -> s
     if console is not None:
         Echo({path: f"[rank {rank}] "}, os.fdopen(console, "w", buffering=1)).start()
     return path
-
-
-def _global_ordinal() -> int:
-    from .runtime import global_ordinal
-
-    return global_ordinal()
 
 
 def last_lines(path: str, count: int = 20) -> List[str]:

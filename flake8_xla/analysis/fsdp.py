@@ -34,7 +34,7 @@ CONSOLIDATE = frozenset({"torch_xla.distributed.fsdp.consolidate_sharded_model_c
                          "torch_xla.distributed.fsdp.state_dict_utils.consolidate_sharded_model_checkpoints"})
 # start ``fn(index, ...)`` once per device
 LAUNCH = frozenset({"torch_xla.launch", "torch_xla.torch_xla.launch", "xla_compat.launch",
-                    "xla_compat.runtime.launch"})
+                    "xla_compat.supervisor.launch"})
 SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn"})
 PARTIAL = "functools.partial"
 
