@@ -4,7 +4,7 @@ Importing this package imports neither torch nor torch_xla; each call does, and 
 ImportError naming the install command when torch_xla is missing.
 """
 from .checkpoint import atomic_save, consolidate_sharded, save, save_sharded, shard_path
-from .collectives import all_gather_object, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
+from .collectives import all_gather_object, all_reduce, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
 from .fsdp_checks import check_fsdp_optimizer, is_fsdp_parameter
 from .graph_watch import GraphReport, GraphWarning, GraphWatch, watch_steps
 from .runtime import (compile, device, device_hw, device_type, devices, get_rng_state, global_ordinal,
@@ -16,7 +16,7 @@ from .worker_logs import log_worker
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
 
 __all__ = [
-    "add_step_closure", "all_gather_object", "atomic_save", "check_fsdp_optimizer", "CheckpointManager", "compile",
+    "add_step_closure", "all_gather_object", "all_reduce", "atomic_save", "check_fsdp_optimizer", "CheckpointManager", "compile",
     "consolidate_sharded", "device", "device_hw", "device_type", "devices", "do_on_ordinals", "get_rng_state",
     "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch", "is_fsdp_parameter", "JobFailed", "launch",
     "local_ordinal", "log_worker", "manual_seed", "mesh_reduce", "optimizer_step", "RateTracker", "real_devices",

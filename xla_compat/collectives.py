@@ -1,4 +1,4 @@
-"""Object collectives and barriers that work with XLA workers.
+"""Tensor and object collectives and barriers that work with XLA workers.
 
 ``torch.distributed.all_gather_object`` fails on the ``xla`` process group ("Expected XLA
 tensor"), so these run over a gloo group: the default group when it is gloo, otherwise one
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pickle
 from typing import Any, Callable, List, Optional, Sequence
 
-from .runtime import global_ordinal, world_size
+from . import _upstream as up
+from .runtime import global_ordinal, wider_process_group, world_size
 
 _GLOO_GROUP: Optional[Any] = None
 
@@ -71,6 +72,46 @@ def to_cpu(data: Any) -> Any:
     if isinstance(data, tuple):  # a namedtuple
         return type(data)(*(to_cpu(v) for v in data))
     return data
+
+
+# xm.REDUCE_* values -> torch.distributed.ReduceOp names
+_REDUCE_OPS = {"sum": "SUM", "mul": "PRODUCT", "and": "BAND", "or": "BOR", "min": "MIN", "max": "MAX"}
+
+
+def all_reduce(reduce_type: str, inputs: Any, scale: float = 1.0, groups: Optional[List[List[int]]] = None,
+               pin_layout: bool = True) -> Any:
+    """``inputs`` reduced over every replica with ``reduce_type`` (``"sum"``, ``"mul"``, ``"and"``,
+    ``"or"``, ``"min"``, ``"max"``: the ``xm.REDUCE_*`` values), then multiplied by ``scale``: a
+    new tensor for one tensor, in place for a list (returned). Upstream: ``xm.all_reduce``. Under
+    a process group wider than XLA's world (CPU or GPU processes over gloo) the reduction runs
+    over that group through CPU copies, so data-parallel code also averages on a CPU machine."""
+    if reduce_type not in _REDUCE_OPS:
+        raise ValueError(f"all_reduce: unknown reduce_type {reduce_type!r}; use one of {sorted(_REDUCE_OPS)}")
+    dist = wider_process_group()
+    if dist is None:
+        return up.xm().all_reduce(reduce_type, inputs, scale=scale, groups=groups, pin_layout=pin_layout)
+    if groups:
+        raise NotImplementedError("all_reduce over replica groups needs XLA's world; on a wider torch.distributed "
+                                  "process group reduce over a subgroup (torch.distributed.new_group) instead")
+    import torch
+
+    single = isinstance(inputs, torch.Tensor)
+    tensors = [inputs] if single else list(inputs)
+    op = getattr(dist.ReduceOp, _REDUCE_OPS[reduce_type])
+    reduced = []
+    for dtype in dict.fromkeys(t.dtype for t in tensors):  # one exchange per dtype
+        same = [t for t in tensors if t.dtype == dtype]
+        flat = torch.cat([t.detach().reshape(-1).cpu() for t in same])  # a copy even of CPU tensors
+        dist.all_reduce(flat, op=op, group=_group())
+        if scale != 1.0:
+            flat.mul_(scale)
+        reduced += zip(same, flat.split([t.numel() for t in same]))
+    if single:
+        return reduced[0][1].reshape(inputs.shape).to(inputs.device)
+    with torch.no_grad():
+        for tensor, values in reduced:
+            tensor.copy_(values.reshape(tensor.shape).to(tensor.device))
+    return inputs
 
 
 def all_gather_object(obj: Any) -> List[Any]:

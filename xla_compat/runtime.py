@@ -6,6 +6,7 @@ torch_xla has; its docstring names that API and the release that introduced it.
 from __future__ import annotations
 
 import contextlib
+import os
 from types import ModuleType
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -13,18 +14,45 @@ from . import _upstream as up
 
 
 def world_size() -> int:
-    """Number of processes. Upstream: ``torch_xla.runtime.world_size()`` (2.1+)."""
-    return up.newest(lambda: up.xr().world_size, lambda: up.xm().xrt_world_size)()
+    """Number of processes. Upstream: ``torch_xla.runtime.world_size()`` (2.1+). When a
+    torch.distributed process group spans more processes than XLA's world (CPU or GPU processes
+    over gloo, each an XLA world of one), its size."""
+    wider = wider_process_group()
+    return wider.get_world_size() if wider is not None else _xla_world_size()
 
 
 def global_ordinal() -> int:
-    """Rank of this process across all hosts. Upstream: ``torch_xla.runtime.global_ordinal()`` (2.1+)."""
+    """Rank of this process across all hosts. Upstream: ``torch_xla.runtime.global_ordinal()`` (2.1+).
+    Under a process group wider than XLA's world, the process group's rank."""
+    wider = wider_process_group()
+    if wider is not None:
+        return wider.get_rank()
     return up.newest(lambda: up.xr().global_ordinal, lambda: up.xm().get_ordinal)()
 
 
 def local_ordinal() -> int:
-    """Rank of this process on its host. Upstream: ``torch_xla.runtime.local_ordinal()`` (2.1+)."""
+    """Rank of this process on its host. Upstream: ``torch_xla.runtime.local_ordinal()`` (2.1+).
+    Under a process group wider than XLA's world, ``LOCAL_RANK`` (set by torchrun and
+    :func:`xla_compat.launch`), else the process group's rank."""
+    wider = wider_process_group()
+    if wider is not None:
+        return int(os.environ.get("LOCAL_RANK", wider.get_rank()))
     return up.newest(lambda: up.xr().local_ordinal, lambda: up.xm().get_local_ordinal)()
+
+
+def _xla_world_size() -> int:
+    return up.newest(lambda: up.xr().world_size, lambda: up.xm().xrt_world_size)()
+
+
+def wider_process_group() -> Optional[ModuleType]:
+    """``torch.distributed`` when its default process group has more processes than XLA's world,
+    else None. Then XLA collectives reach this process only, and the companions count, rank and
+    reduce over the process group instead (on a TPU the two are the same world)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > _xla_world_size():
+        return dist
+    return None
 
 
 def device(index: Optional[int] = None):

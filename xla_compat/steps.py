@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _upstream as up
+from .collectives import all_reduce
 from .fsdp_checks import check_not_fsdp_sharded
 from .runtime import sync, world_size
 
@@ -63,7 +64,8 @@ def reduce_gradients(optimizer, groups: Optional[List[List[int]]] = None, pin_la
 
     A replacement for ``xm.reduce_gradients`` (planned to become internal). With one process it
     does nothing; otherwise it all-reduces through XLA (``xm.all_reduce``), which is what
-    data-parallel training on XLA devices needs. The runtime twin of XLA202: it raises
+    data-parallel training on XLA devices needs, or over a torch.distributed process group wider
+    than XLA's world (:func:`xla_compat.all_reduce`). The runtime twin of XLA202: it raises
     ``ValueError`` when the optimizer holds parameters sharded by ``XlaFullyShardedDataParallel``
     (also in one process), because FSDP already reduce-scatters their gradients; with FSDP call
     ``optimizer.step()`` directly."""
@@ -77,8 +79,7 @@ def _reduce(optimizer, groups: Optional[List[List[int]]], pin_layout: bool) -> N
         return
     grads = _gradients(optimizer)
     if grads:
-        xm = up.xm()
-        xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / count, groups=groups, pin_layout=pin_layout)
+        all_reduce("sum", grads, scale=1.0 / count, groups=groups, pin_layout=pin_layout)
 
 
 def optimizer_step(optimizer, barrier: bool = False, optimizer_args: Optional[Dict[str, Any]] = None,

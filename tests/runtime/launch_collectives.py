@@ -18,6 +18,14 @@ def worker(rank, world, out_dir, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     t = torch.tensor([rank], device=xla_compat.device())
+    # each process is an XLA world of one: the companions count and reduce over the gloo group
+    record["topology"] = [xla_compat.world_size(), xla_compat.global_ordinal(), xla_compat.local_ordinal()]
+    mine = torch.tensor([1.0 + rank, 10.0 * (rank + 1)], device=xla_compat.device())
+    record["sum"] = xla_compat.all_reduce("sum", mine, scale=0.5).cpu().tolist()
+    record["untouched"] = mine.cpu().tolist()
+    pair = [torch.full((2, 2), float(rank), device=xla_compat.device()), torch.tensor([rank + 5])]
+    returned = xla_compat.all_reduce("max", pair)
+    record["max_in_place"] = [returned is pair, pair[0].cpu().tolist(), pair[1].tolist(), pair[0].device.type]
     gathered = xla_compat.all_gather_object({"rank": rank, "t": t})
     record["gathered"] = [[g["rank"], g["t"].device.type, g["t"].tolist()] for g in gathered]
     record["mesh_sum"] = xla_compat.mesh_reduce("sum", rank + 1, sum)

@@ -25,6 +25,10 @@ def test_collectives_across_processes(tmp_path) -> None:
     records = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
     for rank, record in enumerate(records):
         assert record["rank"] == rank
+        assert record["topology"] == [2, rank, rank]
+        assert record["sum"] == [1.5, 15.0]  # (1 + 2) / 2, (10 + 20) / 2
+        assert record["untouched"] == [1.0 + rank, 10.0 * (rank + 1)]
+        assert record["max_in_place"] == [True, [[1.0, 1.0], [1.0, 1.0]], [6], "xla"]
         assert record["gathered"] == [[0, "cpu", [0]], [1, "cpu", [1]]]
         assert record["mesh_sum"] == 3
         assert record["payloads"] == ["r0", "r1"]

@@ -272,3 +272,14 @@ def test_shard_paths() -> None:
     with pytest.raises(ValueError, match="outside the world"):
         xla_compat.shard_path("ckpt", 4, 4)
     assert xla_compat.shard_path("ckpt") == "ckpt_rank-00000000-of-00000001.pth"  # rank and world of this process
+
+
+def test_all_reduce_in_one_process_is_upstreams() -> None:
+    t = torch.tensor([1.0, 2.0], device=xla_compat.device())
+    reduced = xla_compat.all_reduce("sum", t, scale=0.5)
+    upstream = xm.all_reduce(xm.REDUCE_SUM, t, scale=0.5)  # one replica: a copy, unscaled
+    assert reduced is not t and reduced.cpu().tolist() == upstream.cpu().tolist() == [1.0, 2.0]
+    pair = [t]
+    assert xla_compat.all_reduce("max", pair) is pair
+    with pytest.raises(ValueError, match=r"unknown reduce_type 'avg'; use one of \['and', 'max', 'min', 'mul', 'or', 'sum'\]"):
+        xla_compat.all_reduce("avg", t)

@@ -2,6 +2,7 @@
 log_dir and xla_compat.Watchdog, on the real torch_xla (CPU) in real processes talking over gloo."""
 import os
 import pathlib
+import random
 import re
 import socket
 import subprocess
@@ -174,12 +175,57 @@ def test_watchdog_without_a_process_group_watches_its_own_process(tmp_path) -> N
     assert result.stderr.endswith("\n".join(report) + "\n")
 
 
-def test_the_training_script_of_the_fault_tolerance_page_runs_and_resumes(tmp_path) -> None:
+def _page_script(tmp_path):
     page = (HERE.parent.parent / "docs" / "fault-tolerance.md").read_text()
     script = tmp_path / "train.py"
     script.write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
-    command = [sys.executable, str(script), "--nprocs", "2", "--steps", "6", "--save-every", "3",
-               "--checkpoints", str(tmp_path / "ckpt"), "--logs", str(tmp_path / "logs"), "--stall-timeout", "120"]
+    return script
+
+
+def _page_command(tmp_path, name, steps, save_every, log_every=100):
+    return [sys.executable, str(_page_script(tmp_path)), "--nprocs", "2", "--steps", str(steps),
+            "--save-every", str(save_every), "--checkpoints", str(tmp_path / name), "--logs",
+            str(tmp_path / f"{name}-logs"), "--stall-timeout", "120", "--log-every", str(log_every)]
+
+
+def _saved_models(directory, step):
+    return [torch.load(directory / f"step-{step:08d}" / f"rank-{rank:05d}.pt", weights_only=False)["model"]
+            for rank in (0, 1)]
+
+
+def _averaged_reference(steps):
+    """The page's model trained in plain PyTorch on the CPU with each step's gradients averaged
+    over both ranks' batches: what a data-parallel job of two processes computes."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(1, steps + 1):
+        losses = []
+        for rank in (0, 1):
+            batch = torch.Generator().manual_seed(step * 1000 + rank)
+            x, y = torch.randn(32, 16, generator=batch), torch.randn(32, 4, generator=batch)
+            losses.append(torch.nn.functional.mse_loss(model(x), y))
+        optimizer.zero_grad()
+        (sum(losses) / 2).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def test_the_page_script_is_data_parallel_every_rank_ends_with_the_same_weights(tmp_path) -> None:
+    result = subprocess.run(_page_command(tmp_path, "ckpt", 6, 3), env=ENV, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rank0, rank1 = _saved_models(tmp_path / "ckpt", 6)
+    assert rank0.keys() == rank1.keys() == {"weight", "bias"}
+    assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
+    reference = _averaged_reference(6)
+    assert all(torch.allclose(rank0[k], reference[k], atol=1e-5) for k in rank0)
+    alone = _averaged_reference(0)  # and training moved them: not a pair of untouched models
+    assert not torch.allclose(rank0["weight"], alone["weight"], atol=1e-3)
+
+
+def test_the_training_script_of_the_fault_tolerance_page_runs_and_resumes(tmp_path) -> None:
+    command = _page_command(tmp_path, "ckpt", 6, 3)
     first = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "[rank 1] rank 1 finished 6 steps\n" in first.stdout
@@ -188,4 +234,31 @@ def test_the_training_script_of_the_fault_tolerance_page_runs_and_resumes(tmp_pa
     assert again.returncode == 0, again.stderr[-3000:]
     for rank in (0, 1):
         assert f"[rank {rank}] resumed after step 6\n" in again.stdout
-        assert "resumed after step 6\n" in _log(tmp_path / "logs", rank)
+        assert "resumed after step 6\n" in _log(tmp_path / "ckpt-logs", rank)
+
+
+def test_the_page_script_preempted_at_a_random_step_resumes_bit_identical(tmp_path) -> None:
+    """SIGTERM to the launcher (a preemptible VM's shutdown) at a random step of the page's
+    data-parallel job: every rank saves one agreed step and the launcher exits 75; the restart
+    ends with the weights of an uninterrupted run, bit for bit, on both ranks."""
+    plain = subprocess.run(_page_command(tmp_path, "plain", 300, 100), env=ENV, capture_output=True, text=True,
+                           timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    stop_at = random.Random().randint(2, 60)  # steps take milliseconds: stop well before the end
+    command = _page_command(tmp_path, "ckpt", 300, 100, log_every=1)
+    launcher = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in launcher.stdout:
+        if line.startswith(f"[rank 1] step {stop_at} loss "):
+            launcher.send_signal(signal.SIGTERM)
+            break
+    _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode == 75, (stop_at, err[-2000:])
+    [preempted] = xla_compat.CheckpointManager(str(tmp_path / "ckpt"), save_every=100, signals=()).committed_steps()[-1:]
+    assert stop_at <= preempted < 300 and preempted % 100, (stop_at, preempted)
+    again = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"[rank 0] resumed after step {preempted}\n" in again.stdout
+    expected = _saved_models(tmp_path / "plain", 300)
+    for resumed, uninterrupted in zip(_saved_models(tmp_path / "ckpt", 300), expected):
+        assert all(torch.equal(resumed[k], uninterrupted[k]) for k in uninterrupted), stop_at
+    assert all(torch.equal(expected[0][k], expected[1][k]) for k in expected[0])
