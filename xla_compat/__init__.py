@@ -16,10 +16,10 @@ from .worker_logs import log_worker
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
 
 __all__ = [
-    "add_step_closure", "all_gather_object", "all_reduce", "atomic_save", "check_fsdp_optimizer", "CheckpointManager", "compile",
-    "consolidate_sharded", "device", "device_hw", "device_type", "devices", "do_on_ordinals", "get_rng_state",
-    "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch", "is_fsdp_parameter", "JobFailed", "launch",
-    "local_ordinal", "log_worker", "manual_seed", "mesh_reduce", "optimizer_step", "RateTracker", "real_devices",
-    "reduce_gradients", "rendezvous", "save", "save_sharded", "shard_path", "spmd", "sync", "to_cpu", "watch_steps",
-    "Watchdog", "world_size",
+    "add_step_closure", "all_gather_object", "all_reduce", "atomic_save", "check_fsdp_optimizer",
+    "CheckpointManager", "compile", "consolidate_sharded", "device", "device_hw", "device_type", "devices",
+    "do_on_ordinals", "get_rng_state", "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch",
+    "is_fsdp_parameter", "JobFailed", "launch", "local_ordinal", "log_worker", "manual_seed", "mesh_reduce",
+    "optimizer_step", "RateTracker", "real_devices", "reduce_gradients", "rendezvous", "save", "save_sharded",
+    "shard_path", "spmd", "sync", "to_cpu", "watch_steps", "Watchdog", "world_size",
 ]

@@ -2,13 +2,28 @@
 checkpoint manager and the watchdog, which sit at different layers."""
 from __future__ import annotations
 
+import json
+import os
 import signal
-from typing import Optional
+import threading
+import time
+from typing import Any, Dict, List, Optional
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
 WATCHDOG_EXIT_CODE = 124  # as timeout(1): the job was stopped because a rank died or stalled
 _MEANINGS = {PREEMPTED_EXIT_CODE: "preempted: restart the job to resume",
              WATCHDOG_EXIT_CODE: "stopped by the watchdog"}
+
+
+# Set by a Watchdog that is stopping this process: a collective failing in the main thread
+# meanwhile is a consequence, and the watchdog's status, not that failure's, is the exit status.
+watchdog_stopping = threading.Event()
+
+
+def defer_to_watchdog(timeout: float = 60.0) -> None:
+    """When a Watchdog is stopping this process, wait (up to ``timeout``) for it to exit."""
+    if watchdog_stopping.is_set():
+        time.sleep(timeout)
 
 
 def describe_exit(code: Optional[int]) -> str:
@@ -19,3 +34,25 @@ def describe_exit(code: Optional[int]) -> str:
         return f"killed by {signal.Signals(-code).name}"
     meaning = _MEANINGS.get(code)
     return f"exit code {code}" + (f" ({meaning})" if meaning else "")
+
+
+# what a rank stopped by the watchdog leaves in its log directory, for the launcher's summary
+_WATCHDOG_STOP = "watchdog-stop-rank-{rank}.json"
+
+
+def write_watchdog_stop(log_dir: str, rank: int, reason: str, causes: List[Dict[str, Any]]) -> None:
+    """Record why the watchdog stopped ``rank``: its reason and the ranks it names as the cause,
+    each ``{"rank", "host", "pid", "state"}`` (state ``gone`` or ``stuck``)."""
+    path = os.path.join(log_dir, _WATCHDOG_STOP.format(rank=rank))
+    with open(path + ".tmp", "w") as handle:
+        json.dump({"rank": rank, "reason": reason, "causes": causes}, handle)
+    os.replace(path + ".tmp", path)
+
+
+def read_watchdog_stop(log_dir: str, rank: int) -> Optional[Dict[str, Any]]:
+    """What :func:`write_watchdog_stop` recorded for ``rank``, or None."""
+    try:
+        with open(os.path.join(log_dir, _WATCHDOG_STOP.format(rank=rank))) as handle:
+            return json.load(handle)
+    except (FileNotFoundError, ValueError):
+        return None

@@ -11,6 +11,7 @@ hangs on a dead rank. A SIGTERM or SIGINT to the launcher is passed on to the wo
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -18,10 +19,11 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from . import _upstream as up
-from .exits import PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, describe_exit
+from .exits import (PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, defer_to_watchdog, describe_exit,
+                    read_watchdog_stop)
 from .resume import catch_preemption
 from .worker_logs import STACKS_SIGNAL, Echo, last_lines, log_path, log_worker
 
@@ -96,6 +98,8 @@ def _call_with_rank(fn: Callable, rank: int, args: tuple) -> Any:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:
         traceback.print_exc()
+        sys.stderr.flush()
+        defer_to_watchdog()  # an error caused by the watchdog stopping the job: its 124 wins
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -105,7 +109,9 @@ def _call_with_rank(fn: Callable, rank: int, args: tuple) -> Any:
 def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] = None,
               start_method: str = "spawn", stacks_wait: float = 2.0, grace: float = 10.0) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` processes (default: one per chip, as upstream) with a
-    log file each; print a summary at the end. Raises :class:`JobFailed` when a worker failed and
+    log file each; print a summary at the end. Raises :class:`JobFailed` when a worker failed,
+    ``SystemExit(124)`` when a :class:`xla_compat.Watchdog` stopped the job (its summary names the
+    rank the watchdog found gone, frozen or stuck, not the rank that noticed) and
     ``SystemExit(75)`` when the workers stopped for preemption."""
     import multiprocessing
 
@@ -126,12 +132,12 @@ def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] 
         for worker in workers.values():
             worker.start()
         echo.start()
-        culprit, stopped = _wait(workers, stacks_wait, grace)
+        outcome = _wait(workers, stacks_wait, grace, log_dir)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         echo.stop()
-    _finish(workers, culprit, stopped, log_dir, host)
+    _finish(workers, outcome, log_dir, host)
 
 
 def _forward(workers: Dict[int, Any]) -> Callable:
@@ -142,29 +148,69 @@ def _forward(workers: Dict[int, Any]) -> Callable:
     return forward
 
 
-def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Tuple[Optional[int], Set[int]]:
-    """Wait for every worker; once one fails, collect the others' stacks and stop them. Returns
-    the first rank seen failing and the ranks the launcher had to stop."""
+@dataclasses.dataclass
+class _Outcome:
+    """How the job ended, as the launcher saw it."""
+
+    culprit: Optional[int] = None  # the first rank to fail on its own
+    stopped: Set[int] = dataclasses.field(default_factory=set)  # the ranks the launcher had to stop
+    watchdog_reason: Optional[str] = None  # set when a Watchdog stopped the job
+    causes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # the ranks it named
+
+
+def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float, log_dir: str,
+          watchdog_grace: float = 60.0) -> _Outcome:
+    """Wait for every worker. Once one fails, collect the others' stacks and stop them. Once one is
+    stopped by its Watchdog (exit 124), give the others ``watchdog_grace`` seconds to stop the same
+    way, then stop the rest; a rank the watchdog names as gone or frozen is killed at once."""
     from multiprocessing.connection import wait
 
     running = {w.sentinel: r for r, w in workers.items()}
+    watchdog_since: Optional[float] = None
     while running:
         ended = [running.pop(sentinel) for sentinel in wait(list(running), timeout=0.5)]
         for rank in ended:
             workers[rank].join()  # the sentinel can fire just before the exit status is there
-        failed = [r for r in ended if workers[r].exitcode not in (0, PREEMPTED_EXIT_CODE)]
-        if failed:  # of two that ended together, one killed by a signal is the likelier cause
-            culprit = min(failed, key=lambda r: (workers[r].exitcode >= 0, r))
-            return culprit, _stop_the_rest(workers, stacks_wait, grace)
-    return None, set()
+        if watchdog_since is None:
+            failed = [r for r in ended if workers[r].exitcode not in (0, PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE)]
+            if failed:  # of two that ended together, one killed by a signal is the likelier cause
+                culprit = min(failed, key=lambda r: (workers[r].exitcode >= 0, r))
+                return _Outcome(culprit=culprit, stopped=_stop_the_rest(workers, stacks_wait, grace))
+            if any(workers[r].exitcode == WATCHDOG_EXIT_CODE for r in ended):
+                watchdog_since = time.monotonic()
+        if watchdog_since is not None:
+            outcome = _watchdog_outcome(workers, log_dir)
+            frozen = {c["rank"] for c in outcome.causes if c["state"] == "gone"} & set(running.values())
+            if set(running.values()) <= frozen or time.monotonic() - watchdog_since > watchdog_grace:
+                outcome.stopped = _stop_the_rest(workers, stacks_wait, grace, frozen)
+                return _watchdog_outcome(workers, log_dir, outcome.stopped)
+    return _watchdog_outcome(workers, log_dir) if watchdog_since is not None else _Outcome()
 
 
-def _stop_the_rest(workers: Dict[int, Any], stacks_wait: float, grace: float) -> Set[int]:
+def _watchdog_outcome(workers: Dict[int, Any], log_dir: str, stopped: Set[int] = frozenset()) -> _Outcome:
+    """The watchdog's reason and the ranks it named, from what this host's stopped ranks recorded;
+    without a record, the ranks the launcher had to stop are the likely cause."""
+    records = [r for r in (read_watchdog_stop(log_dir, rank) for rank in workers) if r is not None]
+    causes = {c["rank"]: c for record in records for c in record["causes"]}
+    if not causes:
+        causes = {rank: {"rank": rank, "host": socket.gethostname(), "pid": workers[rank].pid, "state": "unresponsive"}
+                  for rank in sorted(stopped)}
+    reason = records[0]["reason"] if records else "a rank exited with the watchdog's status 124"
+    return _Outcome(stopped=set(stopped), watchdog_reason=reason, causes=[causes[r] for r in sorted(causes)])
+
+
+def _stop_the_rest(workers: Dict[int, Any], stacks_wait: float, grace: float,
+                   frozen: Set[int] = frozenset()) -> Set[int]:
+    """Ask the live workers for their stacks, then stop them (SIGTERM, then SIGKILL); the
+    ``frozen`` ones, which can act on no signal, are killed first."""
+    for rank in frozen:
+        os.kill(workers[rank].pid, signal.SIGKILL)
     for worker in workers.values():
         if worker.is_alive():
             os.kill(worker.pid, STACKS_SIGNAL)
-    time.sleep(stacks_wait)
-    alive = {r: w for r, w in workers.items() if w.is_alive()}
+    alive = {r: w for r, w in workers.items() if w.is_alive() or r in frozen}
+    if any(w.is_alive() for r, w in alive.items() if r not in frozen):
+        time.sleep(stacks_wait)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for worker in alive.values():
             if worker.is_alive():
@@ -177,16 +223,43 @@ def _stop_the_rest(workers: Dict[int, Any], stacks_wait: float, grace: float) ->
     return set(alive)
 
 
-def _finish(workers: Dict[int, Any], culprit: Optional[int], stopped: Set[int], log_dir: str, host: str) -> None:
+def _note(rank: int, code: Optional[int], outcome: _Outcome, causes: Dict[int, dict]) -> str:
+    """What the summary says of ``rank`` beside its exit status."""
+    if outcome.watchdog_reason is not None:
+        notes = [f"the cause: {_CAUSE[causes[rank]['state']]}"] if rank in causes else []
+        if rank in outcome.stopped:
+            notes.append("stopped by the launcher")
+        elif code not in (0, WATCHDOG_EXIT_CODE):
+            notes.append("after the watchdog stopped the job")
+        return "; ".join(notes)
+    culprit = outcome.culprit
+    if culprit is None:
+        return ""
+    if rank == culprit:
+        return "first to fail"
+    if rank in outcome.stopped:
+        return f"stopped by the launcher after rank {culprit} failed"
+    return f"after rank {culprit} failed" if code else ""
+
+
+_CAUSE = {"gone": "gone or frozen", "stuck": "stuck outside a collective", "unresponsive": "did not stop"}
+
+
+def _finish(workers: Dict[int, Any], outcome: _Outcome, log_dir: str, host: str) -> None:
     codes = {rank: worker.exitcode for rank, worker in workers.items()}
+    culprit = outcome.culprit
+    causes = {c["rank"]: c for c in outcome.causes}
     lines = [f"xla_compat.launch: {len(workers)} worker(s) on {host}, logs in {log_dir}"]
     for rank, worker in workers.items():
-        note = ("first to fail" if rank == culprit else f"stopped by the launcher after rank {culprit} failed"
-                if rank in stopped else f"after rank {culprit} failed" if culprit is not None and codes[rank] else "")
+        note = _note(rank, codes[rank], outcome, causes)
         lines.append(f"  rank {rank}  pid {worker.pid}  {describe_exit(codes[rank])}" + (f"  ({note})" if note else ""))
-    if culprit is not None:
-        path = log_path(log_dir, culprit, host)
-        lines.append(f"last lines of rank {culprit} ({path}):")
+    if outcome.watchdog_reason is not None:
+        lines.append(f"the watchdog stopped the job: {outcome.watchdog_reason}")
+        lines += [f"the watchdog names rank {c['rank']} (pid {c['pid']}, host {c['host']}) as the cause: "
+                  f"{_CAUSE[c['state']]}" for c in outcome.causes if c["rank"] not in workers]
+    for rank in ([culprit] if culprit is not None else [r for r in causes if r in workers]):
+        path = log_path(log_dir, rank, host)
+        lines.append(f"last lines of rank {rank} ({path}):")
         lines += ["  | " + line for line in last_lines(path)]
     summary = "\n".join(lines) + "\n"
     sys.stderr.write(summary)
@@ -194,6 +267,8 @@ def _finish(workers: Dict[int, Any], culprit: Optional[int], stopped: Set[int], 
         handle.write(summary)
     if culprit is not None:
         raise JobFailed(f"rank {culprit} failed ({describe_exit(codes[culprit])}); see {log_dir}/summary.txt")
+    if outcome.watchdog_reason is not None:
+        raise SystemExit(WATCHDOG_EXIT_CODE)
     if PREEMPTED_EXIT_CODE in codes.values():
         raise SystemExit(PREEMPTED_EXIT_CODE)
 

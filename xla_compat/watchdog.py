@@ -22,7 +22,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from . import worker_logs
-from .exits import WATCHDOG_EXIT_CODE
+from .exits import WATCHDOG_EXIT_CODE, defer_to_watchdog, watchdog_stopping, write_watchdog_stop
 
 # a main thread blocked in one of these files waits for other ranks
 _WAITING_IN = (os.sep + os.path.join("torch", "distributed") + os.sep,
@@ -57,6 +57,7 @@ class Watchdog:
         self._closed = threading.Event()
         if self._store is not None:
             self._publish("running")  # before the first step: a rank frozen early is still named
+        _defer_uncaught_errors()
         self._thread = threading.Thread(target=self._run, name="xla_compat-watchdog", daemon=True)
         self._thread.start()
 
@@ -123,6 +124,7 @@ class Watchdog:
         return {r: json.loads(self._store.get(k)) for r, k in enumerate(keys) if self._store.check([k])}
 
     def _stop(self, reason: str) -> None:
+        watchdog_stopping.set()
         stack = self._main_stack()
         waiting = any(marker in frame for frame in stack for marker in _WAITING_IN)
         sys.stderr.write(f"[xla_compat.Watchdog] rank {self.rank}: {reason}\n")
@@ -130,8 +132,9 @@ class Watchdog:
             self._agree(reason, stack, waiting)
         except Exception as exc:
             sys.stderr.write(f"[xla_compat.Watchdog] the other ranks cannot be reached ({exc})\n")
-            own = self._record("stopping", stack=stack, waiting=waiting, log=self._log_tail())
-            self._write_report(self._report(reason, {self.rank: own}), overwrite=False)
+            own = {self.rank: self._record("stopping", stack=stack, waiting=waiting, log=self._log_tail())}
+            self._write_report(self._report(reason, own), overwrite=False)
+            self._write_stop(reason, self._causes(own) if self._store is None else [])
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(self.exit_code)
@@ -153,12 +156,31 @@ class Watchdog:
                                                       for rank, r in records.items()):
                 time.sleep(0.1)
                 records = self._records()
+            causes = self._causes(records)
             self._write_report(self._report(reason, records), overwrite=True)
+            self._store.set("cause", json.dumps(causes))
             self._store.set("reported", "1")
         else:
             while not self._store.check(["reported"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
+            causes = json.loads(self._store.get("cause")) if self._store.check(["cause"]) else []
+        self._write_stop(reason, causes)
         self._leave()
+
+    def _causes(self, records: Dict[int, dict]) -> List[dict]:
+        """The ranks that stopped the job: those gone or frozen; failing that, those stuck outside
+        a collective (the others wait for them)."""
+        by_state = self._classify(records)
+        state = "gone" if by_state["gone"] else "stuck"
+        return [{"rank": rank, "host": records[rank]["host"], "pid": records[rank]["pid"], "state": state}
+                for rank in by_state[state]]
+
+    def _write_stop(self, reason: str, causes: List[dict]) -> None:
+        if self.log_dir:
+            try:
+                write_watchdog_stop(self.log_dir, self.rank, reason, causes)
+            except OSError as exc:
+                sys.stderr.write(f"[xla_compat.Watchdog] cannot record the stop in {self.log_dir} ({exc})\n")
 
     def _leave(self) -> None:
         """Count this rank out; rank 0, which usually hosts the store, leaves last."""
@@ -195,16 +217,23 @@ class Watchdog:
         return (f"rank {rank} (pid {record['pid']}, host {record['host']}) sent no heartbeat for "
                 f"{self._silent_for(rank):.0f} s after step {record['step']}: the process is gone or frozen")
 
-    def _report(self, reason: str, records: Dict[int, dict]) -> str:
-        lines = [f"xla_compat.Watchdog: the job is stopped: {reason}"]
-        by_state = {"gone": [], "stuck": [], "waiting": []}
+    def _classify(self, records: Dict[int, dict]) -> Dict[str, List[int]]:
+        """Ranks by what they were doing: ``gone`` (heartbeat stopped), ``stuck`` (stopping, not in
+        a collective), ``waiting`` (stopping inside a collective)."""
+        by_state: Dict[str, List[int]] = {"gone": [], "stuck": [], "waiting": []}
         for rank, rec in sorted(records.items()):
             if rec["state"] == "running" and not self._alive(rank):
                 by_state["gone"].append(rank)
-                gone = self._gone(rank, rec)
-                lines += [gone] if gone != reason else []
             elif rec["state"] == "stopping":
                 by_state["waiting" if rec["waiting"] else "stuck"].append(rank)
+        return by_state
+
+    def _report(self, reason: str, records: Dict[int, dict]) -> str:
+        lines = [f"xla_compat.Watchdog: the job is stopped: {reason}"]
+        by_state = self._classify(records)
+        for rank in by_state["gone"]:
+            gone = self._gone(rank, records[rank])
+            lines += [gone] if gone != reason else []
         if by_state["stuck"] and by_state["waiting"]:
             lines.append(f"rank(s) {_names(by_state['waiting'])} wait in a collective for rank(s) "
                          f"{_names(by_state['stuck'])}, which are not in one")
@@ -233,6 +262,22 @@ class Watchdog:
             return []
         path = worker_logs.log_path(self.log_dir, self.rank if rank is None else rank, host)
         return worker_logs.last_lines(path, 8)
+
+
+def _defer_uncaught_errors() -> None:
+    """Route the main thread's uncaught error through :func:`defer_to_watchdog` (once per process):
+    a collective that fails because the watchdog is stopping the job must not make it exit 1."""
+    previous = sys.excepthook
+    if getattr(previous, "defers_to_watchdog", False):
+        return
+
+    def hook(kind: Any, value: Any, tb: Any) -> None:
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        defer_to_watchdog()
+
+    hook.defers_to_watchdog = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def _names(ranks: List[int]) -> str:

@@ -73,3 +73,25 @@ def preemptible(rank, directory):
         time.sleep(0.05)
         print(f"step {step}", flush=True)
         manager.step(step, lambda: {"rank": rank, "step": step})
+
+
+def watched_launch(rank, failure, at_step):
+    """Under xla_compat.launch: a gloo loop with a Watchdog; rank 1 freezes or sleeps after ``at_step``."""
+    import torch
+    import torch.distributed as dist
+
+    import xla_compat
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    watch = xla_compat.Watchdog(timeout=4, interval=0.5)
+    for step in range(1, 10_000):
+        if rank == 1 and step == at_step + 1:
+            if failure == "sleep":
+                time.sleep(3600)
+            if failure == "freeze":
+                os.kill(os.getpid(), signal.SIGSTOP)
+        grad = torch.ones(1)
+        dist.all_reduce(grad)
+        time.sleep(0.2)
+        print(f"step {step}", flush=True)
+        watch.step(step)

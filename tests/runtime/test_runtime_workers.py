@@ -152,6 +152,40 @@ def test_watchdog_names_the_rank_the_others_wait_for(tmp_path) -> None:
     assert "      | step 5" in report[start:]
 
 
+def _launch_watched(log_dir, failure):
+    code = ("import sys, launch_jobs, xla_compat; "
+            "xla_compat.launch(launch_jobs.watched_launch, args=(sys.argv[2], 5), log_dir=sys.argv[1], nprocs=2)")
+    return subprocess.run([sys.executable, "-c", code, str(log_dir), failure], env=ENV, capture_output=True,
+                          text=True, timeout=300)  # a hang fails here
+
+
+def test_under_launch_a_frozen_rank_is_the_cause_and_the_job_exits_124(tmp_path) -> None:
+    result = _launch_watched(tmp_path, "freeze")
+    assert result.returncode == 124, result.stderr[-3000:]
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert [_without_pid(line) for line in summary[1:3]] == [
+        "  rank 0  exit code 124 (stopped by the watchdog)",
+        "  rank 1  killed by SIGKILL  (the cause: gone or frozen; stopped by the launcher)"]
+    assert summary[3].startswith("the watchdog stopped the job: ")
+    assert summary[4] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
+    assert summary[-1] == "  | step 5"
+    assert "first to fail" not in result.stderr and "JobFailed" not in result.stderr
+    report = (tmp_path / "watchdog-report.txt").read_text()
+    assert re.search(r"rank 1 \(pid \d+, host .+\) sent no heartbeat for \d+ s after step [45]: the process is "
+                     r"gone or frozen$", report, re.M), report
+
+
+def test_under_launch_a_stuck_rank_is_the_cause_and_every_rank_exits_124(tmp_path) -> None:
+    result = _launch_watched(tmp_path, "sleep")
+    assert result.returncode == 124, result.stderr[-3000:]
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert [_without_pid(line) for line in summary[1:3]] == [
+        "  rank 0  exit code 124 (stopped by the watchdog)",
+        "  rank 1  exit code 124 (stopped by the watchdog)  (the cause: stuck outside a collective)"]
+    assert summary[3].startswith("the watchdog stopped the job: no step for ")
+    assert summary[4] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
+
+
 SINGLE = r'''
 import sys, time
 import xla_compat
