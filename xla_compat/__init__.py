@@ -3,7 +3,7 @@
 Importing this package imports neither torch nor torch_xla; each call does, and raises an
 ImportError naming the install command when torch_xla is missing.
 """
-from .checkpoint import atomic_save, consolidate_sharded, save, save_sharded, shard_path
+from .checkpoint import atomic_save, consolidate_sharded, load, save, save_sharded, shard_path
 from .collectives import all_gather_object, all_reduce, do_on_ordinals, mesh_reduce, rendezvous, to_cpu
 from .fsdp_checks import check_fsdp_optimizer, is_fsdp_parameter
 from .graph_watch import GraphReport, GraphWarning, GraphWatch, watch_steps
@@ -19,7 +19,7 @@ __all__ = [
     "add_step_closure", "all_gather_object", "all_reduce", "atomic_save", "check_fsdp_optimizer",
     "CheckpointManager", "compile", "consolidate_sharded", "device", "device_hw", "device_type", "devices",
     "do_on_ordinals", "get_rng_state", "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch",
-    "is_fsdp_parameter", "JobFailed", "launch", "local_ordinal", "log_worker", "manual_seed", "mesh_reduce",
+    "is_fsdp_parameter", "JobFailed", "launch", "load", "local_ordinal", "log_worker", "manual_seed", "mesh_reduce",
     "optimizer_step", "RateTracker", "real_devices", "reduce_gradients", "rendezvous", "save", "save_sharded",
     "shard_path", "spmd", "sync", "to_cpu", "watch_steps", "Watchdog", "world_size",
 ]

@@ -2,24 +2,28 @@
 
 Layout: ``DIRECTORY/step-00000120/rank-00000.pt`` per rank, and ``DIRECTORY/step-00000120/COMMITTED``,
 written by rank 0 after every rank's file is in place. A step without ``COMMITTED`` (a process killed
-while writing) is never restored and is removed by the next save. On SIGTERM (how a preemptible TPU
+while writing) is never restored and is removed by the next save. ``DIRECTORY`` may be a URL
+(``gs://bucket/run``, ``s3://...``, ``memory://...``; :mod:`xla_compat.storage`): object stores have
+no rename, so each file is uploaded whole in one object write and ``COMMITTED`` last. On SIGTERM (how a preemptible TPU
 VM is told to stop) the manager only records the request; at the next :meth:`CheckpointManager.step`
 every rank agrees on it (one all-reduce over the gloo group when there are several processes),
 saves that step, and the process exits with :data:`PREEMPTED_EXIT_CODE`.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import re
-import shutil
 import signal
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from . import _upstream as up
-from .checkpoint import atomic_save
+from . import storage
+from .checkpoint import _load, atomic_save
 from .collectives import _group, rendezvous, to_cpu
 from .collectives import rank as process_rank
 from .exits import PREEMPTED_EXIT_CODE
@@ -61,13 +65,17 @@ class CheckpointManager:
     with status 75 (``xla_compat.resume.PREEMPTED_EXIT_CODE``: restart the job to resume). An
     FSDPv1 model's state (with its ``get_shard_metadata()``) is saved per rank (:meth:`consolidate`
     merges it); an SPMD-sharded one with distributed checkpointing. Several processes need a
-    torch.distributed process group (as the collectives do)."""
+    torch.distributed process group (as the collectives do). ``directory`` may be a URL such as
+    ``gs://bucket/run`` (install gcsfs; ``storage_options`` go to fsspec): see :mod:`xla_compat.storage`."""
 
     def __init__(self, directory: str, save_every: int, keep: int = 2,
-                 signals: Sequence[int] = (signal.SIGTERM,), exit_code: int = PREEMPTED_EXIT_CODE) -> None:
+                 signals: Sequence[int] = (signal.SIGTERM,), exit_code: int = PREEMPTED_EXIT_CODE,
+                 storage_options: Optional[Dict[str, Any]] = None) -> None:
         if save_every < 1 or keep < 1:
             raise ValueError(f"save_every and keep must be at least 1, got {save_every} and {keep}")
         self.directory = directory
+        self.storage_options = storage_options
+        self.location = storage.location(directory, storage_options)  # an unknown scheme fails here, not at a save
         self.save_every = save_every
         self.keep = keep
         self.exit_code = exit_code
@@ -85,12 +93,8 @@ class CheckpointManager:
     # -- restore ---------------------------------------------------------------------------------
     def committed_steps(self) -> list:
         """The steps with a complete checkpoint, oldest first."""
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        steps = [int(m.group(1)) for m in map(_STEP_DIR.fullmatch, names) if m]
-        return sorted(s for s in steps if os.path.exists(os.path.join(self._step_dir(s), COMMITTED)))
+        steps = [int(m.group(1)) for m in map(_STEP_DIR.fullmatch, self.location.names()) if m]
+        return sorted(s for s in steps if self._step_dir(s).exists(COMMITTED))
 
     def restore(self, into: Any = None) -> Optional[Tuple[int, Any]]:
         """``(step, state)`` of the newest committed checkpoint for this rank, or None. A checkpoint
@@ -102,30 +106,29 @@ class CheckpointManager:
         if not steps:
             return None
         folder = self._step_dir(steps[-1])
-        if os.path.isdir(os.path.join(folder, DISTRIBUTED)):
+        if DISTRIBUTED in folder.names():
             if into is None:
                 raise TypeError(f"{folder} holds a distributed (SPMD) checkpoint: pass restore(into=state_dict), "
                                 "the state dict of the sharded model to load it into")
             dcp, planners = _distributed_checkpoint()
             load = getattr(dcp, "load", None) or dcp.load_state_dict  # torch 2.1 has only the latter
-            load(state_dict=into, storage_reader=dcp.FileSystemReader(os.path.join(folder, DISTRIBUTED)),
+            load(state_dict=into, storage_reader=_storage_reader(dcp, folder.child(DISTRIBUTED)),
                  planner=planners.SPMDLoadPlanner(), **_no_dist(load))
             return steps[-1], into
-        return steps[-1], torch.load(os.path.join(folder, f"rank-{process_rank():05d}.pt"), weights_only=False)
+        with folder.open_read(f"rank-{process_rank():05d}.pt") as handle:
+            return steps[-1], torch.load(handle, weights_only=False)
 
     def consolidate(self, step: Optional[int] = None, key: str = "model") -> Any:
         """The whole model of an FSDPv1 checkpoint: every rank's ``state[key]`` shard merged with
         ``state["shard_metadata"]`` (run it in one process, or offline). Upstream:
         ``consolidate_sharded_state_dicts``."""
-        import torch
-
         steps = self.committed_steps()
         step = steps[-1] if step is None else step
         if step not in steps:
             raise FileNotFoundError(f"no committed checkpoint of step {step} in {self.directory} (committed: {steps})")
         folder = self._step_dir(step)
-        files = sorted(name for name in os.listdir(folder) if name.startswith("rank-"))
-        shards = [torch.load(os.path.join(folder, name), weights_only=False) for name in files]
+        files = sorted(name for name in folder.names() if name.startswith("rank-"))
+        shards = [_load(folder, name) for name in files]
         if not all(isinstance(s, dict) and key in s and "shard_metadata" in s for s in shards):
             raise ValueError(f"{folder} does not hold FSDP shards: each rank's state needs '{key}' and "
                              "'shard_metadata' (model.get_shard_metadata())")
@@ -159,38 +162,33 @@ class CheckpointManager:
     def save(self, step: int, state: Any) -> str:
         """Write this rank's ``state`` for ``step``; rank 0 commits once every rank has written."""
         folder = self._step_dir(step)
-        os.makedirs(folder, exist_ok=True)
+        folder.makedirs()
         if _is_spmd(state):  # each process writes its own shards; gathering them on every host would not scale
             dcp, planners = _distributed_checkpoint()
             write = getattr(dcp, "save", None) or dcp.save_state_dict  # torch 2.1 has only the latter
-            write(state_dict=state, storage_writer=dcp.FileSystemWriter(os.path.join(folder, DISTRIBUTED)),
+            write(state_dict=state, storage_writer=_storage_writer(dcp, folder.child(DISTRIBUTED)),
                   planner=planners.SPMDSavePlanner(), **_no_dist(write))
         else:
-            atomic_save(to_cpu(state), os.path.join(folder, f"rank-{process_rank():05d}.pt"))
+            atomic_save(to_cpu(state), folder.join(f"rank-{process_rank():05d}.pt"), self.storage_options)
         rendezvous("xla_compat.CheckpointManager.save")  # every rank's file is in place
         if process_rank() == 0:
-            marker = os.path.join(folder, COMMITTED)
-            with open(marker + ".tmp", "w") as handle:
-                handle.write(f"{step}\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(marker + ".tmp", marker)
+            folder.write_bytes(COMMITTED, f"{step}\n".encode())  # last: a step is whole once this exists
             self._prune(step)
         rendezvous("xla_compat.CheckpointManager.commit")
-        return folder
+        return folder.url
 
     def _prune(self, newest: int) -> None:
         """Keep the ``keep`` newest committed steps; drop older ones and any uncommitted step."""
         committed = self.committed_steps()
         doomed = set(committed[:-self.keep])
-        for name in os.listdir(self.directory):
+        for name in self.location.names():
             match = _STEP_DIR.fullmatch(name)
             if match and int(match.group(1)) != newest and (int(match.group(1)) in doomed
                                                             or int(match.group(1)) not in committed):
-                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+                self.location.remove(name)
 
-    def _step_dir(self, step: int) -> str:
-        return os.path.join(self.directory, f"step-{step:08d}")
+    def _step_dir(self, step: int) -> storage.Directory:
+        return self.location.child(f"step-{step:08d}")
 
 
 def _is_spmd(state: Any) -> bool:
@@ -216,6 +214,52 @@ def _no_dist(function: Callable) -> dict:
     """``no_dist=True`` without a process group, where the function takes it (torch 2.2-2.5's
     ``save``/``load`` do not; they infer it)."""
     return {"no_dist": True} if _group() is None and up.accepts(function, "no_dist") else {}
+
+
+def _storage_writer(dcp: Any, folder: storage.Directory) -> Any:
+    """A distributed-checkpoint writer for ``folder``: the file-system one for a local directory,
+    the fsspec one for a URL."""
+    if folder.is_local:
+        return dcp.FileSystemWriter(folder.path)
+    writer = _fsspec_storage("FsspecWriter")
+    # an fsspec stream has no file descriptor to fsync: torch 2.2-2.6 crash or os.sync() the machine;
+    # an object upload is durable once it has returned
+    return writer(folder.url, sync_files=False, **_fsspec_options(writer, folder))
+
+
+def _storage_reader(dcp: Any, folder: storage.Directory) -> Any:
+    if folder.is_local:
+        return dcp.FileSystemReader(folder.path)
+    reader = _fsspec_storage("FsspecReader")
+    return reader(folder.url, **_fsspec_options(reader, folder))
+
+
+def _fsspec_storage(name: str) -> Any:
+    """torch's fsspec writer or reader of distributed checkpoints, wherever this release keeps it."""
+    import torch
+
+    for module in ("torch.distributed.checkpoint._fsspec_filesystem", "torch.distributed.checkpoint"):
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    raise NotImplementedError(f"torch {torch.__version__} has no {name} (torch.distributed.checkpoint."
+                              "_fsspec_filesystem): save the SPMD checkpoint to a local directory")
+
+
+def _fsspec_options(storage_class: Any, folder: storage.RemoteDirectory) -> dict:
+    """The directory's fsspec ``storage_options``, where the writer or reader passes them on."""
+    if not folder.storage_options:
+        return {}
+    takes_options = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                        for p in inspect.signature(storage_class).parameters.values())
+    if not takes_options:
+        raise NotImplementedError(f"this torch's {storage_class.__name__} takes no storage options: set them "
+                                  "through fsspec's configuration instead (FSSPEC_<PROTOCOL>_<OPTION> "
+                                  "environment variables)")
+    return dict(folder.storage_options)
 
 
 def _distributed_checkpoint() -> tuple:
