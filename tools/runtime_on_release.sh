@@ -18,7 +18,9 @@ case "$minor" in
 esac
 "${pip[@]}" "torch==${version}" "${needs[@]}" 2>/dev/null || "${pip[@]}" "torch==${minor}.0" "${needs[@]}"
 "${pip[@]}" --no-deps -e .
-"${pip[@]}" flake8 PyYAML ast-grep-py
+# what tests/runtime needs besides torch_xla: the linter's own dependencies, and gcsfs with a GCS emulator
+# for the object-storage tests (the versions setup.cfg pins in its `test` extra)
+"${pip[@]}" flake8 PyYAML ast-grep-py gcsfs==2026.10.1 gcp-storage-emulator==2026.7.19
 start=$(date +%s)
 status=0
 PJRT_DEVICE=CPU "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfE tests/runtime || status=$?

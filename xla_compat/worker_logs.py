@@ -23,6 +23,7 @@ import socket
 import sys
 import tempfile
 import threading
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from . import storage
@@ -96,7 +97,10 @@ def _ship(shipper: "LogShipper") -> None:
     stop_shipping()  # a second log_worker call replaces the first one's shipper
     current_shipper = shipper
     shipper.start()
-    # registered after the filesystem's own exit handlers, so that it runs before they close it
+    # gcsfs and s3fs close their HTTP session from weakref.finalize's exit hook, which weakref hands
+    # to atexit with the first finalize made in the process: make one now, so that hook is registered
+    # before this one, which then runs first (last in, first out) and ships while the session is open
+    weakref.finalize(shipper, lambda: None)
     atexit.unregister(stop_shipping)
     atexit.register(stop_shipping)
 
