@@ -222,9 +222,10 @@ def _storage_writer(dcp: Any, folder: storage.Directory) -> Any:
     if folder.is_local:
         return dcp.FileSystemWriter(folder.path)
     writer = _fsspec_storage("FsspecWriter")
-    # an fsspec stream has no file descriptor to fsync: torch 2.2-2.6 crash or os.sync() the machine;
-    # an object upload is durable once it has returned
-    return writer(folder.url, sync_files=False, **_fsspec_options(writer, folder))
+    # an fsspec stream has no file descriptor to fsync: some releases crash, others os.sync() the
+    # whole machine; an object upload is durable once it has returned
+    no_sync = {"sync_files": False} if up.accepts(writer, "sync_files") else {}
+    return writer(folder.url, **no_sync, **_fsspec_options(writer, folder))
 
 
 def _storage_reader(dcp: Any, folder: storage.Directory) -> Any:
@@ -256,9 +257,11 @@ def _fsspec_options(storage_class: Any, folder: storage.RemoteDirectory) -> dict
     takes_options = any(p.kind is inspect.Parameter.VAR_KEYWORD
                         for p in inspect.signature(storage_class).parameters.values())
     if not takes_options:
-        raise NotImplementedError(f"this torch's {storage_class.__name__} takes no storage options: set them "
-                                  "through fsspec's configuration instead (FSSPEC_<PROTOCOL>_<OPTION> "
-                                  "environment variables)")
+        import torch
+
+        raise NotImplementedError(f"torch {torch.__version__}'s {storage_class.__name__} takes no storage options "
+                                  "(torch 2.7 and later do): set them through fsspec's configuration instead "
+                                  "(FSSPEC_<PROTOCOL>_<OPTION> environment variables, such as FSSPEC_GS_TOKEN)")
     return dict(folder.storage_options)
 
 

@@ -371,16 +371,44 @@ print(step, torch.equal(fresh.weight.cpu(), model.weight.cpu()), spec(fresh.weig
 '''
 
 
+def _spmd(gcs, url: str, options) -> subprocess.CompletedProcess:
+    """The SPMD job, configured for the emulator by ``options`` or, when None, by the environment."""
+    env = gcs.env if options is None else {k: v for k, v in gcs.env.items()
+                                           if k not in ("STORAGE_EMULATOR_HOST", "FSSPEC_GS_TOKEN")}
+    return subprocess.run([sys.executable, "-c", SPMD, url, json.dumps(options)], capture_output=True, text=True,
+                          env=dict(env, CPU_NUM_DEVICES="4"), timeout=600)
+
+
 def test_an_spmd_model_is_checkpointed_to_gcs_by_shard(gcs) -> None:
-    """torch's fsspec writer and reader of distributed checkpoints, given the storage options."""
+    """torch's fsspec writer and reader of distributed checkpoints."""
     url = _gs_run(gcs)
-    env = {k: v for k, v in gcs.env.items() if k not in ("STORAGE_EMULATOR_HOST", "FSSPEC_GS_TOKEN")}
-    result = subprocess.run([sys.executable, "-c", SPMD, url, json.dumps(gcs.options)], capture_output=True,
-                            text=True, env=dict(env, CPU_NUM_DEVICES="4"), timeout=600)
+    result = _spmd(gcs, url, options=None)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == ["3 True {devices=[4,1]0,1,2,3}"]
     assert gcs.objects(url) == ["step-00000003/COMMITTED", "step-00000003/distributed/.metadata",
                                 "step-00000003/distributed/__0_0.distcp"]
+
+
+@pytest.mark.release(">=2.7", why="torch's FsspecWriter/FsspecReader pass fsspec options on from torch 2.7")
+def test_an_spmd_checkpoint_takes_the_storage_options(gcs) -> None:
+    url = _gs_run(gcs)
+    result = _spmd(gcs, url, options=gcs.options)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["3 True {devices=[4,1]0,1,2,3}"]
+    assert gcs.objects(url) == ["step-00000003/COMMITTED", "step-00000003/distributed/.metadata",
+                                "step-00000003/distributed/__0_0.distcp"]
+
+
+@pytest.mark.release("<2.7", why="from torch 2.7 FsspecWriter/FsspecReader take the storage options")
+def test_an_spmd_checkpoint_refuses_storage_options_torch_cannot_pass_on(gcs) -> None:
+    url = _gs_run(gcs)
+    result = _spmd(gcs, url, options=gcs.options)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        f"NotImplementedError: torch {torch.__version__}'s FsspecWriter takes no storage options (torch 2.7 and "
+        "later do): set them through fsspec's configuration instead (FSSPEC_<PROTOCOL>_<OPTION> environment "
+        "variables, such as FSSPEC_GS_TOKEN)")
+    assert gcs.objects(url) == []
 
 
 def test_the_staging_directory_of_a_log_url() -> None:
