@@ -15,6 +15,34 @@ _MEANINGS = {PREEMPTED_EXIT_CODE: "preempted: restart the job to resume",
              WATCHDOG_EXIT_CODE: "stopped by the watchdog"}
 
 
+# the directory a launcher that cannot see why its workers exit (torchrun) reads their statuses from
+EXIT_DIR_VARIABLE = "XLA_COMPAT_EXIT_DIR"
+
+
+def record_exit(code: int) -> None:
+    """Record, for such a launcher, the status this process is about to exit with."""
+    directory = os.environ.get(EXIT_DIR_VARIABLE)
+    if not directory:
+        return
+    path = os.path.join(directory, f"rank-{os.environ.get('RANK', os.getpid())}")
+    try:
+        with open(f"{path}.{os.getpid()}.tmp", "w") as handle:
+            handle.write(f"{code}\n")
+        os.replace(f"{path}.{os.getpid()}.tmp", path)
+    except OSError:  # the launcher is gone with its directory: nobody to tell
+        pass
+
+
+def recorded_exits(directory: str) -> Dict[int, int]:
+    """Rank -> the status recorded with :func:`record_exit` in ``directory``."""
+    statuses = {}
+    for name in os.listdir(directory):
+        if name.startswith("rank-") and name[5:].isdigit():
+            with open(os.path.join(directory, name)) as handle:
+                statuses[int(name[5:])] = int(handle.read())
+    return statuses
+
+
 # Set by a Watchdog that is stopping this process: a collective failing in the main thread
 # meanwhile is a consequence, and the watchdog's status, not that failure's, is the exit status.
 watchdog_stopping = threading.Event()

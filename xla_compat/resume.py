@@ -26,7 +26,7 @@ from . import storage
 from .checkpoint import _load, atomic_save
 from .collectives import _group, rendezvous, to_cpu
 from .collectives import rank as process_rank
-from .exits import PREEMPTED_EXIT_CODE
+from .exits import PREEMPTED_EXIT_CODE, record_exit
 
 COMMITTED = "COMMITTED"
 DISTRIBUTED = "distributed"  # the torch.distributed.checkpoint folder of an SPMD model's step
@@ -155,6 +155,7 @@ class CheckpointManager:
         if step % self.save_every == 0 or preempted:
             self.save(step, state_fn())
         if preempted:
+            record_exit(self.exit_code)  # for torchrun, which cannot see it after its own SIGTERM
             sys.stdout.flush()
             sys.stderr.flush()
             sys.exit(self.exit_code)

@@ -22,7 +22,8 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from . import worker_logs
-from .exits import WATCHDOG_EXIT_CODE, defer_to_watchdog, watchdog_stopping, write_watchdog_stop
+from .exits import (WATCHDOG_EXIT_CODE, defer_to_watchdog, record_exit, watchdog_stopping,
+                    write_watchdog_stop)
 
 # a main thread blocked in one of these files waits for other ranks
 _WAITING_IN = (os.sep + os.path.join("torch", "distributed") + os.sep,
@@ -135,6 +136,7 @@ class Watchdog:
             own = {self.rank: self._record("stopping", stack=stack, waiting=waiting, log=self._log_tail())}
             self._write_report(self._report(reason, own), overwrite=False)
             self._write_stop(reason, self._causes(own) if self._store is None else [])
+        record_exit(self.exit_code)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(self.exit_code)
