@@ -66,6 +66,7 @@ def describe_exit(code: Optional[int]) -> str:
 
 # what a rank stopped by the watchdog leaves in its log directory, for the launcher's summary
 _WATCHDOG_STOP = "watchdog-stop-rank-{rank}.json"
+WATCHDOG_REPORT = "watchdog-report.txt"
 
 
 def write_watchdog_stop(log_dir: str, rank: int, reason: str, causes: List[Dict[str, Any]]) -> None:
@@ -75,6 +76,16 @@ def write_watchdog_stop(log_dir: str, rank: int, reason: str, causes: List[Dict[
     with open(path + ".tmp", "w") as handle:
         json.dump({"rank": rank, "reason": reason, "causes": causes}, handle)
     os.replace(path + ".tmp", path)
+
+
+def clear_watchdog_stops(log_dir: str, ranks: List[int], report: bool = True) -> None:
+    """Remove what an earlier job's watchdog left for ``ranks`` (and its report) in a reused log
+    directory."""
+    for name in [_WATCHDOG_STOP.format(rank=rank) for rank in ranks] + [WATCHDOG_REPORT] * report:
+        try:
+            os.unlink(os.path.join(log_dir, name))
+        except FileNotFoundError:
+            pass
 
 
 def read_watchdog_stop(log_dir: str, rank: int) -> Optional[Dict[str, Any]]:

@@ -22,10 +22,12 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from . import _upstream as up
-from .exits import (PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, defer_to_watchdog, describe_exit,
-                    read_watchdog_stop)
+from .exits import (PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, clear_watchdog_stops, defer_to_watchdog,
+                    describe_exit, read_watchdog_stop)
 from .resume import catch_preemption
-from .worker_logs import STACKS_SIGNAL, Echo, last_lines, log_path, log_worker
+from . import storage
+from .worker_logs import (SHIP_EVERY, STACKS_SIGNAL, Echo, LogShipper, last_lines, log_path, log_worker,
+                          staging_dir, stop_shipping)
 
 __all__ = ["JobFailed", "launch", "supervise", "PREEMPTED_EXIT_CODE", "WATCHDOG_EXIT_CODE"]
 
@@ -35,7 +37,8 @@ class JobFailed(RuntimeError):
 
 
 def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug_single_process: bool = False,
-           log_dir: Optional[str] = None, nprocs: Optional[int] = None) -> Any:
+           log_dir: Optional[str] = None, nprocs: Optional[int] = None,
+           storage_options: Optional[Dict[str, Any]] = None) -> Any:
     """Start ``fn(index, *args)`` in one process per device. Upstream: ``torch_xla.launch`` (2.5+);
     before, ``xmp.spawn`` (with ``nprocs=1`` for a single debug process). With ``log_dir`` (or
     ``nprocs``) xla_compat starts the processes itself, with upstream's per-process set-up: each
@@ -43,7 +46,7 @@ def launch(fn: Callable, args: Sequence = (), start_method: str = "spawn", debug
     hanging, and a summary of every rank's exit is printed (``xla_compat.supervisor``)."""
     if log_dir is not None or nprocs is not None:
         return supervise(fn, args, log_dir or "xla_compat-logs", nprocs=1 if debug_single_process else nprocs,
-                         start_method=start_method)
+                         start_method=start_method, storage_options=storage_options)
     launcher = getattr(up.torch_xla(), "launch", None)
     if launcher is not None:
         return launcher(fn, args=tuple(args), start_method=start_method, debug_single_process=debug_single_process)
@@ -103,19 +106,28 @@ def _call_with_rank(fn: Callable, rank: int, args: tuple) -> Any:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    stop_shipping()  # a log fn shipped itself: os._exit skips the exit upload
     os._exit(code)
 
 
 def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] = None,
-              start_method: str = "spawn", stacks_wait: float = 2.0, grace: float = 10.0) -> None:
+              start_method: str = "spawn", stacks_wait: float = 2.0, grace: float = 10.0,
+              storage_options: Optional[Dict[str, Any]] = None, ship_every: float = SHIP_EVERY) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` processes (default: one per chip, as upstream) with a
     log file each; print a summary at the end. Raises :class:`JobFailed` when a worker failed,
     ``SystemExit(124)`` when a :class:`xla_compat.Watchdog` stopped the job (its summary names the
     rank the watchdog found gone, frozen or stuck, not the rank that noticed) and
-    ``SystemExit(75)`` when the workers stopped for preemption."""
+    ``SystemExit(75)`` when the workers stopped for preemption. ``log_dir`` may be a URL
+    (``gs://bucket/logs``; ``storage_options`` go to fsspec): the workers then write in
+    :func:`xla_compat.worker_logs.staging_dir` and the launcher uploads every file there (logs,
+    reports, the summary) every ``ship_every`` seconds and when the job ends."""
     import multiprocessing
 
     nprocs = local_process_count() if nprocs is None else nprocs
+    shown, log_dir = log_dir, staging_dir(log_dir)
+    # a bad URL or a missing backend fails here, before any worker starts
+    shipper = None if storage.local_path(shown) is not None else LogShipper(log_dir, shown, ship_every,
+                                                                            storage_options)
     os.makedirs(log_dir, exist_ok=True)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
@@ -126,18 +138,25 @@ def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] 
     workers = {rank: context.Process(target=_worker_main, name=f"xla_compat-rank-{rank}",
                                      args=(local, nprocs, rank, fn, tuple(args), log_dir))
                for local, rank in enumerate(ranks)}
+    clear_watchdog_stops(log_dir, ranks)  # an earlier run's records in a reused directory
     echo = Echo({log_path(log_dir, rank, host): f"[rank {rank}] " for rank in ranks}, sys.stdout)
     previous = {sig: signal.signal(sig, _forward(workers)) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for worker in workers.values():
             worker.start()
         echo.start()
+        if shipper is not None:
+            shipper.start()
         outcome = _wait(workers, stacks_wait, grace, log_dir)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         echo.stop()
-    _finish(workers, outcome, log_dir, host)
+    try:
+        _finish(workers, outcome, log_dir, host, shown)
+    finally:
+        if shipper is not None:
+            shipper.stop()  # the summary and every last line, uploaded
 
 
 def _forward(workers: Dict[int, Any]) -> Callable:
@@ -245,11 +264,11 @@ def _note(rank: int, code: Optional[int], outcome: _Outcome, causes: Dict[int, d
 _CAUSE = {"gone": "gone or frozen", "stuck": "stuck outside a collective", "unresponsive": "did not stop"}
 
 
-def _finish(workers: Dict[int, Any], outcome: _Outcome, log_dir: str, host: str) -> None:
+def _finish(workers: Dict[int, Any], outcome: _Outcome, log_dir: str, host: str, shown: str) -> None:
     codes = {rank: worker.exitcode for rank, worker in workers.items()}
     culprit = outcome.culprit
     causes = {c["rank"]: c for c in outcome.causes}
-    lines = [f"xla_compat.launch: {len(workers)} worker(s) on {host}, logs in {log_dir}"]
+    lines = [f"xla_compat.launch: {len(workers)} worker(s) on {host}, logs in {shown}"]
     for rank, worker in workers.items():
         note = _note(rank, codes[rank], outcome, causes)
         lines.append(f"  rank {rank}  pid {worker.pid}  {describe_exit(codes[rank])}" + (f"  ({note})" if note else ""))
@@ -266,7 +285,7 @@ def _finish(workers: Dict[int, Any], outcome: _Outcome, log_dir: str, host: str)
     with open(os.path.join(log_dir, "summary.txt"), "w") as handle:
         handle.write(summary)
     if culprit is not None:
-        raise JobFailed(f"rank {culprit} failed ({describe_exit(codes[culprit])}); see {log_dir}/summary.txt")
+        raise JobFailed(f"rank {culprit} failed ({describe_exit(codes[culprit])}); see {shown}/summary.txt")
     if outcome.watchdog_reason is not None:
         raise SystemExit(WATCHDOG_EXIT_CODE)
     if PREEMPTED_EXIT_CODE in codes.values():

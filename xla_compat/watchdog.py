@@ -22,8 +22,8 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 from . import worker_logs
-from .exits import (WATCHDOG_EXIT_CODE, defer_to_watchdog, record_exit, watchdog_stopping,
-                    write_watchdog_stop)
+from .exits import (WATCHDOG_EXIT_CODE, WATCHDOG_REPORT, clear_watchdog_stops, defer_to_watchdog, record_exit,
+                    watchdog_stopping, write_watchdog_stop)
 
 # a main thread blocked in one of these files waits for other ranks
 _WAITING_IN = (os.sep + os.path.join("torch", "distributed") + os.sep,
@@ -50,6 +50,8 @@ class Watchdog:
         self.exit_code = exit_code
         self.log_dir = log_dir or worker_logs.current_log_dir
         self.rank, self.world, self._store = _process_group()
+        if self.log_dir:
+            clear_watchdog_stops(self.log_dir, [self.rank], report=False)
         self._step: Optional[int] = None
         self._last_step = time.monotonic()
         self._main = threading.current_thread().ident
@@ -139,7 +141,16 @@ class Watchdog:
         record_exit(self.exit_code)
         sys.stdout.flush()
         sys.stderr.flush()
+        self._ship_logs()
         os._exit(self.exit_code)
+
+    def _ship_logs(self) -> None:
+        """Upload this process's log and the report (with ``log_worker(URL)``): ``os._exit`` skips
+        the exit upload."""
+        shipper = worker_logs.current_shipper
+        if shipper is not None and shipper.names is not None:
+            shipper.names += [n for n in (WATCHDOG_REPORT,) if n not in shipper.names]
+        worker_logs.stop_shipping()
 
     def _agree(self, reason: str, stack: List[str], waiting: bool) -> None:
         """Publish this rank's stack; the rank that raised the alarm first writes the report."""
@@ -202,7 +213,7 @@ class Watchdog:
         sys.stderr.write(report)
         if self.log_dir:
             try:
-                with open(os.path.join(self.log_dir, "watchdog-report.txt"), "w" if overwrite else "x") as handle:
+                with open(os.path.join(self.log_dir, WATCHDOG_REPORT), "w" if overwrite else "x") as handle:
                     handle.write(report)
             except FileExistsError:
                 pass
