@@ -52,8 +52,10 @@ def location(path_or_url: PathOrUrl, storage_options: Optional[Dict[str, Any]] =
     path = local_path(path_or_url)
     if path is not None:
         return LocalDirectory(path)
-    url = os.fspath(path_or_url).rstrip("/")
-    protocol = _URL.match(url).group(1).lower()
+    text = os.fspath(path_or_url)
+    scheme = _URL.match(text)
+    url = text[:scheme.end()] + text[scheme.end():].rstrip("/")  # memory:// stays a URL
+    protocol = scheme.group(1).lower()
     _check_backend(url, protocol)
     import fsspec
 
