@@ -48,9 +48,10 @@ def wider_process_group() -> Optional[ModuleType]:
     """``torch.distributed`` when its default process group has more processes than XLA's world,
     else None. Then XLA collectives reach this process only, and the companions count, rank and
     reduce over the process group instead (on a TPU the two are the same world)."""
+    xla_world = _xla_world_size()  # first: without torch_xla, the error says what to install
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > _xla_world_size():
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > xla_world:
         return dist
     return None
 
