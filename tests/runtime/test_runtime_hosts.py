@@ -48,7 +48,8 @@ def _descendants(pid: int) -> list:
 def _wait_for(path: pathlib.Path, text: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not (path.exists() and text in path.read_text()):
-        assert time.monotonic() < deadline, f"{path} never showed {text!r}"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never showed {text!r}")
         time.sleep(0.05)
 
 

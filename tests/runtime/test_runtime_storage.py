@@ -68,7 +68,8 @@ def gcs(tmp_path_factory):
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline, f"the GCS emulator did not listen in 30 s: {open(log).read()}"
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the GCS emulator did not listen in 30 s: {open(log).read()}")
                 time.sleep(0.05)
         emulator = Emulator(f"http://127.0.0.1:{port}", log)
         emulator.fs.mkdir(BUCKET)
@@ -505,3 +506,39 @@ def test_the_log_shipper_uploads_what_changed_and_ships_a_last_time_when_stopped
                                        f"{gcs.endpoint}/upload/storage/v1/b/no-such-bucket/o\n")  # once
     with pytest.raises(ValueError, match=r"^the shipping interval must be positive, got 0$"):
         worker_logs.LogShipper(str(tmp_path), url, interval=0)
+
+
+def test_launch_with_a_gcs_log_dir_uploads_every_log_and_the_summary(gcs, tmp_path) -> None:
+    """xla_compat.launch(log_dir="gs://..."): a rank that raises; both ranks' logs, the summary
+    and its traceback reach the bucket, and the summary names the URL."""
+    url = f"gs://{BUCKET}/launch-{next(_runs)}"
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import sys, launch_jobs, xla_compat; "
+            "xla_compat.launch(launch_jobs.train, args=('raise', 3), log_dir=sys.argv[1], nprocs=2)")
+    env = dict(gcs.env, TMPDIR=str(spool), PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", code, url], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    host = socket.gethostname()
+    assert gcs.objects(url) == ["rank-0-" + host + ".log", "rank-1-" + host + ".log", "summary.txt"]
+    prefix = url[len("gs://"):]
+    summary = gcs.fs.cat_file(f"{prefix}/summary.txt").decode()
+    assert summary == result.stderr[:len(summary)]
+    assert summary.splitlines()[0] == f"xla_compat.launch: 2 worker(s) on {host}, logs in {url}"
+    assert summary.splitlines()[-1] == "  | ValueError: bad batch at step 3"
+    assert result.stderr.rstrip().endswith(f"rank 1 failed (exit code 1); see {url}/summary.txt")
+    log1 = gcs.fs.cat_file(f"{prefix}/rank-1-{host}.log").decode()
+    assert "Traceback (most recent call last)" in log1 and log1.rstrip().endswith("ValueError: bad batch at step 3")
+    assert os.listdir(tmp_path) == ["tmp"]  # nothing went to a local folder named 'gs:'
+
+
+def test_launch_refuses_a_log_url_without_its_backend_before_starting_workers(tmp_path) -> None:
+    code = "import xla_compat; xla_compat.launch(print, log_dir='nosuch://bucket/logs', nprocs=2)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PJRT_DEVICE="CPU"))
+    assert result.returncode == 1
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        "ValueError: unknown storage scheme nosuch:// in 'nosuch://bucket/logs': use a local path, a file:// URL "
+        "or a URL scheme fsspec knows (gs://, s3://, az://, memory://, ...: fsspec.available_protocols() lists them)")
+    assert os.listdir(tmp_path) == []
