@@ -70,10 +70,11 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
         command, env = _host_command(launcher, node, port, tmp_path / f"host-{node}", "watched")
         hosts.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     try:
-        _wait_for(tmp_path / "host-1" / f"rank-1-{HOST}.log", "step 5\n")
-        frozen = [hosts[1].pid] + _descendants(hosts[1].pid)
-        for pid in frozen:  # the whole host: its launcher and its worker
+        log1 = tmp_path / "host-1" / f"rank-1-{HOST}.log"
+        _wait_for(log1, "step 5\n")
+        for pid in [hosts[1].pid] + _descendants(hosts[1].pid):  # the whole host: launcher, worker, helpers
             os.kill(pid, signal.SIGSTOP)
+        worker = int(re.match(r"\[xla_compat\] rank 1, pid (\d+),", log1.read_text()).group(1))
         _, err = hosts[0].communicate(timeout=120)  # a hang fails here
     finally:
         for proc in hosts:
@@ -85,7 +86,7 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
             proc.wait()
     assert hosts[0].returncode == 124, err[-3000:]
     report = (tmp_path / "host-0" / "watchdog-report.txt").read_text()
-    assert re.search(rf"rank 1 \(pid {frozen[-1]}, host {re.escape(HOST)}\) sent no heartbeat for \d+ s after step "
+    assert re.search(rf"rank 1 \(pid {worker}, host {re.escape(HOST)}\) sent no heartbeat for \d+ s after step "
                      r"\d+: the process is gone or frozen", report), report
     assert re.search(r"^rank 1  pid \d+  host .*  gone$", report, re.M), report
     if launcher == "torchrun":
@@ -94,7 +95,7 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
         summary = (tmp_path / "host-0" / "summary.txt").read_text().splitlines()
         assert re.sub(r"pid \d+  ", "", summary[1]) == "  rank 0  exit code 124 (stopped by the watchdog)"
         assert summary[2].startswith("the watchdog stopped the job: ")
-        assert summary[3] == (f"the watchdog names rank 1 (pid {frozen[-1]}, host {HOST}) as the cause: "
+        assert summary[3] == (f"the watchdog names rank 1 (pid {worker}, host {HOST}) as the cause: "
                               "gone or frozen")
 
 
