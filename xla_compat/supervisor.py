@@ -142,17 +142,17 @@ def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] 
     echo = Echo({log_path(log_dir, rank, host): f"[rank {rank}] " for rank in ranks}, sys.stdout)
     previous = {sig: signal.signal(sig, _forward(workers)) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for worker in workers.values():
-            worker.start()
-        echo.start()
-        if shipper is not None:
-            shipper.start()
-        outcome = _wait(workers, stacks_wait, grace, log_dir)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        echo.stop()
-    try:
+        try:
+            for worker in workers.values():
+                worker.start()
+            echo.start()
+            if shipper is not None:
+                shipper.start()
+            outcome = _wait(workers, stacks_wait, grace, log_dir)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            echo.stop()
         _finish(workers, outcome, log_dir, host, shown)
     finally:
         if shipper is not None:
@@ -201,8 +201,8 @@ def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float, log_dir: st
             outcome = _watchdog_outcome(workers, log_dir)
             frozen = {c["rank"] for c in outcome.causes if c["state"] == "gone"} & set(running.values())
             if set(running.values()) <= frozen or time.monotonic() - watchdog_since > watchdog_grace:
-                outcome.stopped = _stop_the_rest(workers, stacks_wait, grace, frozen)
-                return _watchdog_outcome(workers, log_dir, outcome.stopped)
+                stopped = _stop_the_rest(workers, stacks_wait, grace, frozen)
+                return _watchdog_outcome(workers, log_dir, stopped)
     return _watchdog_outcome(workers, log_dir) if watchdog_since is not None else _Outcome()
 
 

@@ -34,15 +34,30 @@ def train(rank, failure, at_step):
 
 def watched(rank, port, world, failure, at_step):
     """Started directly (no launcher): a gloo loop with a Watchdog; rank 1 freezes or sleeps."""
+    import torch.distributed as dist
+
+    import xla_compat
+
+    xla_compat.log_worker(sys.argv[1], rank, echo=False)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=300))
+    _watched_loop(rank, failure, at_step)
+
+
+def watched_launch(rank, failure, at_step):
+    """Under xla_compat.launch: the same loop, its process group set up from the launcher's variables."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    _watched_loop(rank, failure, at_step)
+
+
+def _watched_loop(rank, failure, at_step):
     import torch
     import torch.distributed as dist
 
     import xla_compat
 
-    log_dir = sys.argv[1]
-    xla_compat.log_worker(log_dir, rank, echo=False)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=300))
     watch = xla_compat.Watchdog(timeout=4, interval=0.5)
     for step in range(1, 10_000):
         if rank == 1 and step == at_step + 1:
@@ -55,10 +70,6 @@ def watched(rank, port, world, failure, at_step):
         time.sleep(0.2)
         print(f"step {step}", flush=True)
         watch.step(step)
-
-
-if __name__ == "__main__":
-    watched(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
 
 
 def preemptible(rank, directory):
@@ -75,23 +86,5 @@ def preemptible(rank, directory):
         manager.step(step, lambda: {"rank": rank, "step": step})
 
 
-def watched_launch(rank, failure, at_step):
-    """Under xla_compat.launch: a gloo loop with a Watchdog; rank 1 freezes or sleeps after ``at_step``."""
-    import torch
-    import torch.distributed as dist
-
-    import xla_compat
-
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
-    watch = xla_compat.Watchdog(timeout=4, interval=0.5)
-    for step in range(1, 10_000):
-        if rank == 1 and step == at_step + 1:
-            if failure == "sleep":
-                time.sleep(3600)
-            if failure == "freeze":
-                os.kill(os.getpid(), signal.SIGSTOP)
-        grad = torch.ones(1)
-        dist.all_reduce(grad)
-        time.sleep(0.2)
-        print(f"step {step}", flush=True)
-        watch.step(step)
+if __name__ == "__main__":
+    watched(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
