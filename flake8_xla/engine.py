@@ -6,7 +6,7 @@ import contextlib
 import functools
 import gc
 import re
-from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
 from .fixing.lines import split_lines
@@ -24,6 +24,8 @@ _PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
 # test: alternatives in the one pattern above doubled the regex time of a run over cached files.
 _TPU_TRAINER = re.compile(r"accelerator\s*=\s*[\"']tpu[\"']|tpu_cores")
 _STAR_TRAINER = "from transformers.trainer import *"
+# TorchTPU code (torch.tpu, torch_tpu, device "tpu", TORCH_TPU_* variables) under --migrate-to torchtpu
+_TPU_WORDS = re.compile(r"tpu|TPU")
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,29 +70,38 @@ def might_match(source: str) -> bool:
         (("accelerator" in source or "tpu_cores" in source) and _TPU_TRAINER.search(source) is not None)
 
 
-def concerns_xla(source: str, assume_xla: bool = False) -> bool:
+def concerns_xla(source: str, assume_xla: bool = False, migrate_to: Optional[str] = None) -> bool:
     """The pre-filter, the one place it is decided: whether a source can hold anything a rule
-    reports (it mentions torch_xla), or the project says it runs on XLA anyway (``assume_xla``).
+    reports (it mentions torch_xla), or the project says it runs on XLA anyway (``assume_xla``); when
+    the code moves to TorchTPU (``migrate_to``), also code that already speaks of the TPU.
     Front-ends ask once per file and then call the engine with ``assume_xla=True``."""
-    return assume_xla or might_match(source)
+    return assume_xla or might_match(source) or (migrate_to is not None and _TPU_WORDS.search(source) is not None)
 
 
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
          target: Optional[str] = None, rules: Optional[Sequence[Rule]] = None,
-         assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
+         assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset(),
+         migrate_to: Optional[str] = None) -> List[Diagnostic]:
     """Lint one file given as lines (as flake8 provides them) and, optionally, its parsed tree.
 
     ``assume_xla``: lint the file even when its text never mentions torch_xla (skip the pre-filter).
     ``sync_functions``: the project's own functions that sync the graph (qualified names).
+    ``migrate_to``: where the code moves ("torchtpu" runs the XLA5xx rules).
     Raises SyntaxError only when ``tree`` is None and the source does not parse.
     """
-    if not concerns_xla("".join(lines), assume_xla):
+    if not concerns_xla("".join(lines), assume_xla, migrate_to):
         return []
     if tree is None:
         tree = ast.parse("".join(lines), filename)
     table = api_table()
-    resolved = infer_target(filename, target, table.latest)
+    resolved = infer_target(filename, target, table.latest)._replace(migrate_to=migrate_to)
     return lint_tree(lines, tree, filename, resolved, rules, sync_functions)
+
+
+def runs_for(target: Target, rules: Sequence[Rule]) -> Iterator[Rule]:
+    """The rules that speak for ``target``: when the code moves (``--migrate-to torchtpu``) only that
+    migration's rules (the others' advice names torch_xla APIs); otherwise only the torch_xla rules."""
+    return (rule for rule in rules if rule.migration == target.migrate_to)
 
 
 def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target,
@@ -99,7 +110,7 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
     ctx = FileContext(lines, tree, filename, target, api_table(), sync_functions, project)
     out: List[Diagnostic] = []
     with collector_paused():
-        for rule in all_rules() if rules is None else rules:
+        for rule in runs_for(target, all_rules() if rules is None else rules):
             out.extend(rule.check(ctx))
     out.sort()
     return out
@@ -116,10 +127,10 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     ctx = FileContext(split_lines(source), tree, filename, target, api_table(), sync_functions, project)
     site = FixSite(source, tree, target.version, ctx)
     out: List[Tuple[Diagnostic, Optional[Fix]]] = []
-    if not concerns_xla(source, assume_xla):
+    if not concerns_xla(source, assume_xla, target.migrate_to):
         return out, site
     with collector_paused():
-        for rule in all_rules() if rules is None else rules:
+        for rule in runs_for(target, all_rules() if rules is None else rules):
             for diagnostic, builder in rule.check_fixable(ctx):
                 out.append((diagnostic, builder(site) if builder is not None else None))
     out.sort(key=lambda pair: pair[0])
@@ -134,7 +145,7 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
     judged once, on the source as given: a pass that removes the last torch_xla import does not end
     the fixing early."""
-    if not concerns_xla(source, assume_xla):
+    if not concerns_xla(source, assume_xla, target.migrate_to):
         return FixOutcome(source)
 
     def candidates(current: str, tree: ast.Module):
@@ -164,9 +175,11 @@ def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
 
 
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
-                assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset()) -> List[Diagnostic]:
+                assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset(),
+                migrate_to: Optional[str] = None) -> List[Diagnostic]:
     """Convenience for tests and tools: lint a source string against an explicit target."""
-    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions)
+    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions,
+                migrate_to=migrate_to)
 
 
 __all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_one", "fix_source", "lint", "lint_fixable",

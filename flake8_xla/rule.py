@@ -85,6 +85,9 @@ class Rule:
     # Opt-in (XLA9xx heuristics): flake8 runs it only with --enable-extensions=XLA9, the CLI
     # reports it only when a select prefix longer than "XLA" names it.
     off_by_default: ClassVar[bool] = False
+    # A migration rule (XLA5xx, "torchtpu") runs only when the target says the code moves there
+    # (``--migrate-to torchtpu``), and then the torch_xla rules (migration None) do not run.
+    migration: ClassVar[Optional[str]] = None
 
     def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
         raise NotImplementedError

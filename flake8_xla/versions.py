@@ -41,6 +41,8 @@ class Target(NamedTuple):
     # "<file>:<line>: torch_xla>=2.6", "installed torch_xla (2.9)", "newest release known to flake8-xla (2.9)";
     # empty for targets built by hand (tests, rule examples)
     origin: str = ""
+    # what the code is moving to ("torchtpu": the XLA5xx rules speak), or None
+    migrate_to: Optional[str] = None
 
 
 def check_target(value: object, where: str, known: Sequence[Version], warn: Optional["Warn"] = None) -> Version:

@@ -16,7 +16,8 @@ CASES = [
 
 @pytest.mark.parametrize("rule, example, valid", CASES)
 def test_example(rule: Rule, example, valid: bool) -> None:
-    found = [(d.line, d.col + 1, d.message) for d in lint_source(example.source, target=example.target)
+    found = [(d.line, d.col + 1, d.message)
+             for d in lint_source(example.source, target=example.target, migrate_to=rule.migration)
              if d.code == rule.code]
     assert found == ([] if valid else list(example.expect))
 
@@ -25,7 +26,7 @@ def test_example(rule: Rule, example, valid: bool) -> None:
 def test_example_fix(rule: Rule, example, valid: bool) -> None:
     """`fix --unsafe-fixes` of this rule turns the INVALID example into ``fixed`` exactly (or leaves
     it alone when ``fixed`` is None), and a second run changes nothing."""
-    target = Target(parse_version(example.target), "example")
+    target = Target(parse_version(example.target), "example", migrate_to=rule.migration)
     once = fix_source(example.source, "example.py", target, lambda code: code == rule.code, unsafe=True)
     assert once.error is None
     assert once.source == (example.fixed if example.fixed is not None else example.source)
@@ -47,9 +48,9 @@ def test_doc_examples_are_exact(rule: Rule) -> None:
     """The page's "Example" (first INVALID) shows only this rule's code; "Use instead" (first
     VALID) is clean under every rule."""
     example, use_instead = rule.invalid[0], rule.valid[0]
-    codes = {d.code for d in lint_source(example.source, target=example.target)}
+    codes = {d.code for d in lint_source(example.source, target=example.target, migrate_to=rule.migration)}
     assert codes == {rule.code}
-    assert lint_source(use_instead.source, target=use_instead.target) == []
+    assert lint_source(use_instead.source, target=use_instead.target, migrate_to=rule.migration) == []
 
 
 def test_codes_and_names_are_unique_and_mechanical() -> None:

@@ -130,5 +130,19 @@ def removal_edits(lines: LineModel, removals: Sequence[Tuple[ast.stmt, Sequence[
     return edits
 
 
+def statement_removal(lines: LineModel, stmt: ast.stmt, parents: Dict[int, ast.AST]) -> Optional[List[Edit]]:
+    """Remove one statement alone on its lines; the last statement of a block becomes ``pass``."""
+    if not alone_on_its_lines(lines, stmt):
+        return None
+    start = lines.line_start(stmt.lineno)
+    end = lines.line_end(stmt.end_lineno)
+    parent = parents.get(id(stmt))
+    block = containing_block(stmt, parent)
+    if block is not None and len(block) == 1 and type(parent) is not ast.Module:
+        indent = lines.source[start:lines.start(stmt)]
+        return [Edit(start, end, f"{indent}pass{line_ending(lines.lines[stmt.end_lineno - 1])}")]
+    return [Edit(start, end, "")]
+
+
 __all__ = ["Edit", "Fix", "alone_on_its_lines", "apply_edits", "choose", "containing_block", "has_comment",
-           "removal_edits"]
+           "removal_edits", "statement_removal"]

@@ -12,11 +12,10 @@ from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
 from .fixes import build_fix
 from ..rule import Diagnostic, FileContext, Rule
+from ..analysis.environment import ENV_SETTERS, env_assignments, string_value
 from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from ..versions import Version
 
-
-_ENV_SETTERS = {"os.environ", "os.environ.setdefault", "os.environ.update", "os.putenv"}
 
 
 class LifecycleUses(tuple):
@@ -34,7 +33,7 @@ def match_lifecycle(model: SemanticModel, table: ApiTable, target: Version) -> L
         qualname = ref.qualname
         if qualname.startswith("torch_xla"):
             uses.extend(_api_uses(ref, table, target, reported_statements))
-        elif qualname in _ENV_SETTERS and not ref.guard & COMPAT:
+        elif qualname in ENV_SETTERS and not ref.guard & COMPAT:
             uses.extend(_env_uses(ref, model, table, target))
     return [use._replace(target=target) for use in uses]
 
@@ -97,15 +96,15 @@ def _within(name: str, module: str) -> bool:
 
 
 def _env_uses(ref: Reference, model: SemanticModel, table: ApiTable, target: Version) -> Iterator[LifecycleUse]:
-    for key_node, value_node in _env_assignments(ref, model):
-        key = _string(key_node)
+    for key_node, value_node in env_assignments(ref, model):
+        key = string_value(key_node)
         if key is None:
             continue
         seen = set()
         for candidate in _candidate_values(value_node):
             if _switches_off(candidate):
                 continue
-            value = _string(candidate) if candidate is not None else None
+            value = string_value(candidate) if candidate is not None else None
             row = table.env_row(key, value)
             if row is None or row.id in seen:
                 continue
@@ -128,27 +127,6 @@ def _candidate_values(node: Optional[ast.AST]) -> List[Optional[ast.AST]]:
     return [node]
 
 
-def _env_assignments(ref: Reference, model: SemanticModel) -> Iterator[Tuple[ast.AST, Optional[ast.AST]]]:
-    parent = ref.parent
-    if ref.qualname == "os.environ":
-        if type(parent) is ast.Subscript and parent.value is ref.node and type(parent.ctx) is ast.Store:
-            yield parent.slice, model.assigned.get(parent)
-        return
-    call = ref.call
-    if call is None:
-        return
-    if ref.qualname in ("os.environ.setdefault", "os.putenv"):
-        if call.args:
-            yield call.args[0], call.args[1] if len(call.args) > 1 else None
-    else:  # os.environ.update({...}, KEY=value)
-        for arg in call.args:
-            if type(arg) is ast.Dict:
-                yield from ((k, v) for k, v in zip(arg.keys, arg.values) if k is not None)
-        for keyword in call.keywords:
-            if keyword.arg:
-                yield keyword, keyword.value
-
-
 def _switches_off(value: Optional[ast.AST]) -> bool:
     """`X = "0"`, `X = ""` or `X = str(0)` turns a flag off: nothing to migrate."""
     if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "str" and len(value.args) == 1:
@@ -156,14 +134,6 @@ def _switches_off(value: Optional[ast.AST]) -> bool:
     if type(value) is ast.Constant:
         return str(value.value).strip().lower() in ("", "0", "false", "none")
     return False
-
-
-def _string(node: Optional[ast.AST]) -> Optional[str]:
-    if type(node) is ast.keyword:
-        return node.arg
-    if type(node) is ast.Constant and type(node.value) is str:
-        return node.value
-    return None
 
 
 class LifecycleRule(Rule):
@@ -194,6 +164,7 @@ class LifecycleRule(Rule):
             return False
         reachable = {"planned": row.plan is not None, "removed": row.removed_in is not None,
                      "deprecated": row.deprecated_in is not None,
+                     "warns": row.warns_in is not None and row.plan is None,
                      "unavailable": row.added_in is not None and row.kind in ("argument", "env_var")}
         return any(reachable.get(state, False) for state in self.states)
 
@@ -209,9 +180,19 @@ _PLAN_PHRASES = {
 def planned_message(use: LifecycleUse) -> str:
     """XLA103/XLA903: the planned change (not done yet) and what to use instead."""
     phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
-    warning = (f"it warns from torch_xla {use.row.deprecated_in}" if use.row.deprecated_in
-               else f"no warning as of torch_xla {api_table().latest}")
+    if use.row.warns_in:
+        warning = f"not deprecated; it {indirect_phrase(use.row)}"
+    elif use.row.deprecated_in:
+        warning = f"it warns from torch_xla {use.row.deprecated_in}"
+    else:
+        warning = f"no warning as of torch_xla {api_table().latest}"
     return f"{use.api} {phrase} by the PyTorch/XLA usability plan ({warning}); {use.row.advice(use.target)}"
+
+
+def indirect_phrase(row: ApiRow) -> str:
+    """'warns indirectly from torch_xla 2.8 through xla_device()': a row that is not deprecated but
+    calls a deprecated API, whose warning (about that API) its uses then show."""
+    return f"warns indirectly from torch_xla {row.warns_in} through {row.warns_through or 'a deprecated call'}"
 
 
 def removal_phrase(row: ApiRow, state: str, removed_verb: str = "was removed") -> str:

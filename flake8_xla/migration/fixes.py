@@ -1,0 +1,154 @@
+"""Fixes for the mechanical TorchTPU rewrites, driven by each row's ``fix`` data.
+
+Kinds: ``delete`` (the call's statement), ``replace`` (the call becomes a text), ``rename`` (the
+callee), ``value`` (a string literal argument), ``master_print`` (a print under a local-rank test).
+A fix is built only for the argument lists the row accepts; anything else is left to a human.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import List, Optional, Tuple
+
+from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from ..fixing.edits import statement_removal
+from ..fixing.lines import line_ending
+from .matching import MigrationUse, argument_value
+
+_ROOTS = re.compile(r"(?<![\w.])(torch|os)\.")
+# where a comparison put in place of a call keeps its meaning without parentheses
+_BARE_PARENTS = (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return, ast.If, ast.While, ast.Assert, ast.BoolOp,
+                 ast.keyword, ast.IfExp)
+MASTER = 'int(os.environ.get("{rank}", "0")) == 0'
+
+
+def build_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
+    row, ref = use.row, use.ref
+    if row is None or row.fix is None or ref is None:
+        return use.env is not None and use.mechanical and _env_fix(use, site) or None
+    if row.fix.kind == "delete_import":
+        if type(site.parents.get(id(use.node))) in (ast.Try, ast.TryStar):
+            return None  # an availability probe: what its handler sets must be rethought, not lost
+        edits = removal_edits(site.lines, [(use.node, use.node.names)], site.parents)
+        return Fix(f"Remove the unused {use.api}", tuple(edits), True) if edits else None
+    call = ref.call
+    if call is None or not use.mechanical:
+        return None
+    built = _BUILDERS[row.fix.kind](use, call, site)
+    if built is None:
+        return None
+    edits, imports = built
+    return Fix(f"Migrate {use.api} to TorchTPU", tuple(edits), True, tuple(imports))
+
+
+Built = Optional[Tuple[List[Edit], List[PlannedImport]]]
+
+
+def _statement(call: ast.Call, site: FixSite) -> Optional[ast.Expr]:
+    parent = site.parents.get(id(call))
+    return parent if type(parent) is ast.Expr and parent.value is call else None
+
+
+def _delete(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    stmt = _statement(call, site)
+    if stmt is None:
+        return None
+    edits = statement_removal(site.lines, stmt, site.parents)
+    return None if edits is None else (edits, [])
+
+
+def _with_roots(text: str, use: MigrationUse, site: FixSite) -> Optional[Tuple[str, List[PlannedImport]]]:
+    """``text`` with its ``torch.``/``os.`` prefixes spelled as the file reaches them, and the imports needed."""
+    planned: List[PlannedImport] = []
+    prefixes = {}
+    for module in sorted(set(_ROOTS.findall(text))):
+        reached = site.importer.reach(module, use.ref)
+        if reached is None:
+            return None
+        prefixes[module], needed = reached
+        if needed is not None:
+            planned.append(needed)
+    return _ROOTS.sub(lambda m: prefixes[m.group(1)] + ".", text), planned
+
+
+def _replace(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    reached = _with_roots(use.row.fix.to, use, site)
+    if reached is None:
+        return None
+    text, planned = reached
+    parent = site.parents.get(id(call))
+    bare = isinstance(parent, _BARE_PARENTS) or (type(parent) is ast.UnaryOp and type(parent.op) is ast.Not) or \
+        (type(parent) is ast.Call and parent.func is not call)
+    if not bare and not re.fullmatch(r"[\w.]+\(.*\)", text):
+        text = f"({text})"
+    return [Edit(site.lines.start(call), site.lines.end(call), text)], planned
+
+
+def _rename(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    reached = _with_roots(use.row.fix.to, use, site)
+    if reached is None:
+        return None
+    text, planned = reached
+    return [Edit(site.lines.start(call.func), site.lines.end(call.func), text)], planned
+
+
+def _value(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    node = argument_value(use.row, call)
+    if node is None:
+        return None
+    written = site.lines.text(node)
+    quote = written[-1]
+    if written[0] != quote:  # a prefixed or implicitly concatenated literal: leave it
+        return None
+    return [Edit(site.lines.start(node), site.lines.end(node), f"{quote}{use.row.fix.to}{quote}")], []
+
+
+def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    """``xm.master_print(a, fd=f, flush=True)`` alone on one line -> ``if <rank 0>:`` + ``print(a, file=f,
+    flush=True)``. master_print's default is the global master (``local=False``): RANK; ``local=True``: LOCAL_RANK."""
+    stmt = _statement(call, site)
+    if stmt is None or stmt.lineno != stmt.end_lineno or any(type(a) is ast.Starred for a in call.args[1:]):
+        return None
+    lines = site.lines
+    keywords = {k.arg: k.value for k in call.keywords}
+    local = keywords.pop("local", None)
+    if local is not None and not (type(local) is ast.Constant and type(local.value) is bool):
+        return None
+    if set(keywords) - {"fd", "flush"}:
+        return None
+    line = lines.lines[stmt.lineno - 1]
+    indent = line[:len(line) - len(line.lstrip())]
+    if lines.source[lines.line_start(stmt.lineno):lines.start(stmt)] != indent:
+        return None  # shares its line with another statement
+    rank = "LOCAL_RANK" if local is not None and local.value else "RANK"
+    reached = _with_roots(MASTER.format(rank=rank), use, site)
+    if reached is None:
+        return None
+    test, planned = reached
+    passed = [lines.text(a) for a in call.args]
+    passed += [f"{'file' if name == 'fd' else name}={lines.text(keywords[name])}" for name in ("fd", "flush")
+               if name in keywords]
+    step = "\t" if indent.startswith("\t") else "    "
+    text = f"if {test}:{line_ending(line) or chr(10)}{indent}{step}print({', '.join(passed)})"
+    return [Edit(lines.start(stmt), lines.end(stmt), text)], planned
+
+
+def _env_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
+    """``os.environ["PJRT_DEVICE"] = "TPU"`` (or ``setdefault``) alone as a statement goes."""
+    stmt = site.parents.get(id(use.node))
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = site.parents.get(id(stmt))
+    simple = (type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Subscript
+              and stmt.targets[0].slice is use.node) or \
+        (type(stmt) is ast.Expr and type(stmt.value) is ast.Call and use.ref.qualname == "os.environ.setdefault"
+         and stmt.value.args and stmt.value.args[0] is use.node)
+    if not simple:
+        return None
+    edits = statement_removal(site.lines, stmt, site.parents)
+    if edits is None:
+        return None
+    return Fix(f"Remove {use.api}, which TorchTPU does not read", tuple(edits), True)
+
+
+_BUILDERS = {"delete": _delete, "replace": _replace, "rename": _rename, "value": _value,
+             "master_print": _master_print}

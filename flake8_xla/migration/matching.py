@@ -1,0 +1,135 @@
+"""Match a file's references against the TorchTPU migration table.
+
+Produces :class:`MigrationUse` records (a fact: ``ctx.get(MigrationUses)``); the engine runs the
+rules that ask for them only under ``--migrate-to torchtpu``. Compat code is torch_xla code too: it is reported, since
+after the move nothing of torch_xla runs.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
+
+from ..analysis.environment import ENV_SETTERS, env_assignments, string_value
+from ..analysis.semantic import Reference, SemanticModel
+from ..rule import FileContext
+from .table import EnvRow, MigrationRow, MigrationTable, migration_table
+
+TORCHTPU = "torchtpu"
+MIGRATIONS = (TORCHTPU,)
+
+
+class MigrationUse(NamedTuple):
+    node: ast.AST  # where it is reported
+    api: str  # as the message names it: "xm.mark_step()", 'backend="openxla"', "import torch_xla"
+    row: Optional[MigrationRow] = None
+    env: Optional[EnvRow] = None
+    ref: Optional[Reference] = None
+    # the rewrite is mechanical for this use: the row's, unless the call passes arguments its fix does not take
+    mechanical: bool = False
+
+    @property
+    def why(self) -> str:
+        """Why a human has to do this rewrite."""
+        if self.row is None:
+            return ""
+        return self.row.why if not self.row.mechanical else self.row.other_arguments
+
+
+class MigrationUses(tuple):
+    """Every use of a migration table row in one file, in source order."""
+
+    @classmethod
+    def from_context(cls, ctx: FileContext) -> "MigrationUses":
+        return cls(match_migration(ctx.get(SemanticModel), migration_table(), ctx.tree))
+
+
+def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) -> List[MigrationUse]:
+    uses: List[MigrationUse] = []
+    imports_seen: Set[int] = set()
+    loaded: Optional[Set[str]] = None
+    for ref in model.references:
+        if ref.is_import:
+            if loaded is None:
+                loaded = _loaded_names(tree)
+            use = _import_use(ref, table, imports_seen, loaded)
+        elif ref.qualname in ENV_SETTERS:
+            uses.extend(_env_uses(ref, model, table))
+            continue
+        else:
+            use = _api_use(ref, table)
+        if use is not None:
+            uses.append(use)
+    return sorted(uses, key=lambda u: (u.node.lineno, u.node.col_offset))
+
+
+def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: Set[str]) -> Optional[MigrationUse]:
+    """An import statement of torch_xla none of whose names the file uses (reported once)."""
+    stmt = ref.statement
+    if stmt is None or id(stmt) in seen or type(stmt) not in (ast.Import, ast.ImportFrom):
+        return None
+    seen.add(id(stmt))
+    if type(stmt) is ast.ImportFrom:
+        modules = [stmt.module or ""] if not stmt.level else []
+        bound = [a.asname or a.name for a in stmt.names]
+    else:
+        modules = [a.name for a in stmt.names]
+        bound = [a.asname or a.name.split(".")[0] for a in stmt.names]
+    rows = [table.import_row(m) for m in modules]
+    if not rows or any(r is None for r in rows) or "*" in bound or any(name in loaded for name in bound):
+        return None
+    return MigrationUse(stmt, f"import of {', '.join(modules)}", row=rows[0], ref=ref, mechanical=rows[0].mechanical)
+
+
+def _loaded_names(tree: ast.AST) -> Set[str]:
+    """Names the module reads, and strings that may name them (``__all__``)."""
+    names: Set[str] = set()
+    for node in ast.walk(tree):
+        if type(node) is ast.Name:
+            names.add(node.id)
+        elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
+            names.add(node.value)
+    return names
+
+
+def _api_use(ref: Reference, table: MigrationTable) -> Optional[MigrationUse]:
+    row = table.lookup(ref.qualname)
+    if row is None:
+        return None
+    call = ref.call
+    written = ref.written_prefix(ref.qualname)
+    if row.kind == "argument":
+        node = None if call is None else argument_value(row, call)
+        if node is None:
+            return None
+        return MigrationUse(node, f'{row.argument.keyword}="{node.value}" of {written}()', row=row, ref=ref,
+                            mechanical=row.mechanical)
+    limited = row.fix is not None and row.fix.args is not None
+    mechanical = row.mechanical and not (limited and (call is None or not accepted(row.fix.args, call)))
+    return MigrationUse(ref.node, written + ("()" if call is not None else ""), row=row, ref=ref, mechanical=mechanical)
+
+
+def accepted(options: Tuple[Tuple[str, ...], ...], call: ast.Call) -> bool:
+    """Whether the call's arguments, as source texts, are one of ``options`` ("$1": one positional)."""
+    passed = [ast.unparse(a) for a in call.args] + [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords]
+    return any(len(option) == len(passed) and all(o == p or (o == "$1" and not p.startswith("*") and "=" not in p)
+                                                  for o, p in zip(option, passed)) for option in options)
+
+
+def argument_value(row: MigrationRow, call: ast.Call) -> Optional[ast.Constant]:
+    """The string literal of ``call`` that the argument row is about (by keyword or position)."""
+    argument = row.argument
+    node: Optional[ast.AST] = next((k.value for k in call.keywords if k.arg == argument.keyword), None)
+    if node is None and argument.position is not None and len(call.args) > argument.position:
+        node = call.args[argument.position]
+    if string_value(node) in argument.values:
+        return node  # type: ignore[return-value]
+    return None
+
+
+def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> Iterator[MigrationUse]:
+    for key_node, _ in env_assignments(ref, model):
+        name = string_value(key_node)
+        env = table.env_by_name.get(name or "")
+        if env is not None:
+            yield MigrationUse(key_node, name, env=env, ref=ref, mechanical=env.mechanical)
+

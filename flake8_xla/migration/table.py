@@ -1,0 +1,163 @@
+"""The torch_xla -> TorchTPU migration table (``rules/torchtpu_migration.yaml``) as typed data.
+
+One row per torch_xla API (or torch argument, or import) with what it becomes on TorchTPU and
+whether that rewrite is mechanical; one row per environment variable TorchTPU does not read. The
+XLA5xx rules only match uses against it; ``docs/torchtpu.md`` is rendered from it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import flake8_xla.rules as rule_units  # the package only, where the table file lives
+
+KINDS = ("call", "argument", "import")
+REWRITES = ("mechanical", "manual")
+FIX_KINDS = ("delete", "replace", "rename", "value", "master_print", "delete_import")
+STAGES = ("stable", "experimental", "deprecated")
+TABLE_FILE = "torchtpu_migration.yaml"
+
+
+class MigrationFix(NamedTuple):
+    kind: str
+    to: str = ""
+    # the argument lists the fix accepts, as source texts ("$1": any one expression); None: any
+    args: Optional[Tuple[Tuple[str, ...], ...]] = None
+
+
+class ArgumentValue(NamedTuple):
+    keyword: str
+    position: Optional[int]
+    values: Tuple[str, ...]
+
+
+class MigrationRow(NamedTuple):
+    id: str
+    kind: str
+    names: Tuple[str, ...]
+    becomes: str
+    rewrite: str
+    evidence: str
+    why: str = ""
+    fix: Optional[MigrationFix] = None
+    argument: Optional[ArgumentValue] = None
+    tpu_names: Tuple[Tuple[str, str], ...] = ()  # (torch.tpu name, its stage in the wheel)
+    torch_names: Tuple[str, ...] = ()
+    other_arguments: str = ""  # why a call with arguments the fix does not accept needs a human
+
+    @property
+    def mechanical(self) -> bool:
+        return self.rewrite == "mechanical"
+
+
+class EnvRow(NamedTuple):
+    names: Tuple[str, ...]
+    becomes: str
+    rewrite: str
+    evidence: str
+    read_instead: Optional[str] = None
+
+    @property
+    def mechanical(self) -> bool:
+        return self.rewrite == "mechanical"
+
+
+class MigrationTable(NamedTuple):
+    package: str
+    version: str
+    requires_torch: str
+    rows: Tuple[MigrationRow, ...]
+    env_vars: Tuple[EnvRow, ...]
+    by_name: Dict[str, MigrationRow]  # call and argument rows by each qualified name
+    imports: Tuple[MigrationRow, ...]  # import rows (their names are module prefixes)
+    env_by_name: Dict[str, EnvRow]
+
+    def lookup(self, qualname: str) -> Optional[MigrationRow]:
+        return self.by_name.get(qualname)
+
+    def import_row(self, module: str) -> Optional[MigrationRow]:
+        return next((row for row in self.imports for name in row.names
+                     if module == name or module.startswith(name + ".")), None)
+
+
+class TableError(ValueError):
+    """The shipped table is malformed (a bug caught by the tests, never a user error)."""
+
+
+def _tuple(value) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TableError(f"expected a list of strings, not {value!r}")
+    return tuple(value)
+
+
+def _fix(data, row_id: str) -> Optional[MigrationFix]:
+    if data is None:
+        return None
+    kind = data.get("kind")
+    if kind not in FIX_KINDS:
+        raise TableError(f"{row_id}: fix kind {kind!r} is not one of {FIX_KINDS}")
+    args = data.get("args")
+    accepted = None if args is None else tuple(tuple(str(a) for a in option) for option in args)
+    return MigrationFix(kind, str(data.get("to", "")), accepted)
+
+
+def _row(data: dict) -> MigrationRow:
+    row_id = data.get("id", "?")
+    unknown = set(data) - set(MigrationRow._fields)
+    if unknown:
+        raise TableError(f"{row_id}: unknown fields {sorted(unknown)}")
+    if data.get("kind") not in KINDS or data.get("rewrite") not in REWRITES:
+        raise TableError(f"{row_id}: kind must be one of {KINDS} and rewrite one of {REWRITES}")
+    fix = _fix(data.get("fix"), row_id)
+    if fix is not None and data["rewrite"] != "mechanical":
+        raise TableError(f"{row_id}: only a mechanical rewrite has a fix")
+    if data["rewrite"] == "manual" and not data.get("why"):
+        raise TableError(f"{row_id}: a manual rewrite says why it needs a human")
+    if (fix is not None and fix.args is not None) != bool(data.get("other_arguments")):
+        raise TableError(f"{row_id}: a fix limited to some arguments says why the others need a human")
+    argument = data.get("argument")
+    if (argument is None) != (data["kind"] != "argument"):
+        raise TableError(f"{row_id}: argument rows, and only they, have an argument")
+    stages = data.get("tpu_names") or {}
+    if any(stage not in STAGES for stage in stages.values()):
+        raise TableError(f"{row_id}: a tpu_names stage is one of {STAGES}")
+    return MigrationRow(
+        id=row_id, kind=data["kind"], names=_tuple(data.get("names")), becomes=data["becomes"],
+        rewrite=data["rewrite"], evidence=data["evidence"], why=data.get("why", ""), fix=fix,
+        argument=None if argument is None else ArgumentValue(
+            argument["keyword"], argument.get("position"), _tuple(argument["values"])),
+        tpu_names=tuple(sorted(stages.items())), torch_names=_tuple(data.get("torch_names")),
+        other_arguments=data.get("other_arguments", ""))
+
+
+def build_table(data: dict) -> MigrationTable:
+    rows = tuple(_row(r) for r in data["rows"])
+    env_rows = tuple(EnvRow(_tuple(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"))
+                     for e in data.get("env_vars", ()))
+    by_name: Dict[str, MigrationRow] = {}
+    for row in rows:
+        if row.kind == "import":
+            continue
+        for name in row.names:
+            if name in by_name:
+                raise TableError(f"{name} is in rows {by_name[name].id} and {row.id}")
+            by_name[name] = row
+    ids: List[str] = [r.id for r in rows]
+    if len(set(ids)) != len(ids):
+        raise TableError("row ids repeat")
+    env_by_name = {name: env for env in env_rows for name in env.names}
+    return MigrationTable(str(data["package"]), str(data["version"]), str(data["requires_torch"]), rows, env_rows,
+                          by_name, tuple(r for r in rows if r.kind == "import"), env_by_name)
+
+
+def table_path() -> str:
+    return os.path.join(rule_units.__path__[0], TABLE_FILE)
+
+
+@functools.lru_cache(maxsize=None)
+def migration_table() -> MigrationTable:
+    """The shipped table, parsed once per process."""
+    return build_table(rule_units.read_data(table_path()))

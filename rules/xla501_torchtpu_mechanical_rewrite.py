@@ -1,0 +1,101 @@
+"""XLA501 torchtpu-mechanical-rewrite."""
+from flake8_xla.migration.matching import MigrationUse
+from flake8_xla.migration.rules import MigrationRule
+from flake8_xla.rule import Example
+
+XM = "import torch_xla.core.xla_model as xm\n"
+
+
+class TorchTpuMechanicalRewrite(MigrationRule):
+    code = "XLA501"
+    name = "torchtpu-mechanical-rewrite"
+    summary = "A torch_xla use whose TorchTPU form is a rename or a deletion with the same behaviour"
+    what_it_does = (
+        "Under `--migrate-to torchtpu` (config `migrate-to = \"torchtpu\"`), flags each use of a torch_xla API "
+        "whose TorchTPU (or plain PyTorch) form is mechanical, and says what it becomes: `xm.mark_step()` and "
+        "`torch_xla.sync()` are deleted, `with torch_xla.step():` loses its `with`, "
+        "`torch_xla.experimental.eager_mode(True)` is deleted, `torch_xla.device()` / `xm.xla_device()` become "
+        "`torch.device(\"tpu\")`, `torch.device(\"xla\")` becomes `torch.device(\"tpu\")`, "
+        "`torch.compile(backend=\"openxla\")` becomes `backend=\"tpu\"`, `xm.wait_device_ops()` becomes "
+        "`torch.accelerator.synchronize()`, `torch_xla.manual_seed(s)` and `xm.set_rng_state(s)` become "
+        "`torch.manual_seed(s)`, `xm.is_master_ordinal()` and `xm.master_print(...)` test the rank torchrun sets, "
+        "and an import of torch_xla that nothing uses any more is removed. The table behind it, with the evidence "
+        "for each row, is [docs/torchtpu.md](../torchtpu.md); the rewrites that need a human are XLA502."
+    )
+    why_bad = (
+        "torch_xla 2.9 (torch 2.9) is torch_xla's last release and cannot be installed beside TorchTPU, which "
+        "needs torch 2.11-2.15: every torch_xla name fails with ImportError after the move. These uses have an "
+        "equivalent with the same behaviour: TorchTPU runs eagerly by default (Strict Eager, like CUDA), so "
+        "there is nothing pending to sync; each process sees its own device as `tpu:0`; `torch.manual_seed` "
+        "seeds the TPU too."
+    )
+    fix_safety = (
+        "`flake8-xla fix --migrate-to torchtpu` applies these fixes; each is safe where it is offered: only the "
+        "argument lists the table names are rewritten (`xm.xla_device(1)` has no equivalent, since a process "
+        "drives one device; `xm.mark_step(wait=True)` is left to a human), `torch.` and `os.` are imported "
+        "beside the torch_xla import where the file lacks them, and a comparison put in place of a call is "
+        "parenthesized where it needs to be. `with torch_xla.step():` has no automatic fix (its body would have "
+        "to be re-indented). An unused torch_xla import inside a `try` is left alone: what its `except` sets "
+        "needs a human."
+    )
+    since = "0.2.0"
+    references = ("https://github.com/pytorch/xla/issues/9684",
+                  "https://docs.cloud.google.com/tpu/docs/pytorch-on-tpu")
+    valid = (
+        Example("import torch\n\ndevice = torch.device(\"tpu\")\ntorch.accelerator.synchronize()\n",
+                title="already TorchTPU and plain PyTorch"),
+        Example(XM + "\nxm.mark_step(wait=True)\n", title="a blocking sync: XLA502 says what it becomes"),
+        Example(XM + "\ndevice = xm.xla_device(1)\n", title="another device index has no equivalent"),
+    )
+    invalid = (
+        Example(
+            XM + "\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n    xm.mark_step()\n",
+            expect=((6, 5, "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
+                           "pending to execute"),),
+            fixed="\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n",
+        ),
+        Example(
+            "import torch_xla\n\ndevice = torch_xla.device()\nmodel = Net().to(device)\n",
+            expect=((3, 10, "torch_xla.device() on TorchTPU: torch.device(\"tpu\"): one device per process, seen "
+                            "as tpu:0"),),
+            fixed="import torch\n\ndevice = torch.device(\"tpu\")\nmodel = Net().to(device)\n",
+            title="the device (the torch_xla import, unused afterwards, goes too)",
+        ),
+        Example(
+            "import torch\nimport torch_xla\n\ntorch_xla.manual_seed(0)\n"
+            "step = torch.compile(train_step, backend='openxla')\n",
+            expect=((4, 1, "torch_xla.manual_seed() on TorchTPU: torch.manual_seed(seed), which seeds the TPU too"),
+                    (5, 42, "backend=\"openxla\" of torch.compile() on TorchTPU: backend=\"tpu\" (dynamic=True is "
+                             "unsupported there)")),
+            fixed="import torch\n\ntorch.manual_seed(0)\nstep = torch.compile(train_step, backend='tpu')\n",
+            title="seeding and the compile backend",
+        ),
+        Example(
+            XM + "\nif xm.is_master_ordinal():\n    xm.master_print('saved', path)\nxm.wait_device_ops()\n",
+            expect=((3, 4, "xm.is_master_ordinal() on TorchTPU: int(os.environ.get(\"LOCAL_RANK\", \"0\")) == 0 "
+                           "(the default local=True); for local=False, torch.distributed.get_rank() == 0"),
+                    (4, 5, "xm.master_print() on TorchTPU: print(...) guarded by int(os.environ.get(\"RANK\", "
+                           "\"0\")) == 0 (LOCAL_RANK for local=True; fd= becomes file=)"),
+                    (5, 1, "xm.wait_device_ops() on TorchTPU: torch.accelerator.synchronize() (torch.tpu.synchronize "
+                           "is internal and raises)")),
+            fixed="import os\nimport torch\n\nif int(os.environ.get(\"LOCAL_RANK\", \"0\")) == 0:\n"
+                  "    if int(os.environ.get(\"RANK\", \"0\")) == 0:\n        print('saved', path)\n"
+                  "torch.accelerator.synchronize()\n",
+            title="rank tests, printing and waiting",
+        ),
+        Example(
+            "import torch_xla\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n",
+            expect=((1, 1, "import of torch_xla on TorchTPU: delete it: nothing uses it any more, and torch_xla "
+                           "(torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15)"),
+                    (4, 1, "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
+                           "pending to execute")),
+            fixed="\n",
+            title="an import nothing uses",
+        ),
+    )
+
+    def reports(self, use: MigrationUse) -> bool:
+        return use.row is not None and use.mechanical
+
+    def message(self, use: MigrationUse) -> str:
+        return f"{use.api} on TorchTPU: {use.row.becomes}"

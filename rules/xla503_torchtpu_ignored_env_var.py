@@ -1,0 +1,59 @@
+"""XLA503 torchtpu-ignored-env-var."""
+from flake8_xla.migration.matching import MigrationUse
+from flake8_xla.migration.rules import MigrationRule
+from flake8_xla.rule import Example
+
+
+class TorchTpuIgnoredEnvVar(MigrationRule):
+    code = "XLA503"
+    name = "torchtpu-ignored-env-var"
+    summary = "An environment variable set from Python that TorchTPU never reads"
+    what_it_does = (
+        "Under `--migrate-to torchtpu`, flags environment variables set from Python (`os.environ[...] = ...`, "
+        "`setdefault`, `update`, `os.putenv`) that TorchTPU does not read: `PJRT_DEVICE`, `XLA_USE_BF16`, "
+        "`XLA_DOWNCAST_BF16`, `XLA_IR_DEBUG`, `XLA_HLO_DEBUG`, `PT_XLA_DEBUG`, `PT_XLA_DEBUG_LEVEL`, "
+        "`XLA_METRICS_FILE`, `XLA_USE_SPMD`, and the names older TorchTPU docs give that the wheel does not "
+        "read (`TPU_LAUNCH_BLOCKING`, `TORCH_TPU_INTERNAL_ENABLE_DEBUG_CHECKS`). `XLA_FLAGS` and "
+        "`LIBTPU_INIT_ARGS` still take effect and are not reported."
+    )
+    why_bad = (
+        "An ignored variable fails silently: with `XLA_USE_BF16=1` gone unread the model trains in fp32, and a "
+        "misspelled debug switch leaves the checks off. The torch-tpu 0.2.0 wheel was searched for each name, "
+        "in its Python sources and in the strings of every compiled library: none of these is there."
+    )
+    fix_safety = (
+        "`PJRT_DEVICE` has a safe fix under `fix --migrate-to torchtpu`: the statement that sets it goes when it "
+        "sets nothing else (`os.environ[\"PJRT_DEVICE\"] = \"TPU\"`, `os.environ.setdefault(\"PJRT_DEVICE\", ...)`), "
+        "since TorchTPU finds the TPU by itself. The others stand for a behaviour that has to be asked for "
+        "another way: no automatic fix."
+    )
+    since = "0.2.0"
+    references = ("https://github.com/pytorch/xla/issues/9684",)
+    valid = (
+        Example("import os\n\nos.environ['XLA_FLAGS'] = '--xla_dump_to=/tmp/hlo'\n",
+                title="XLA_FLAGS is still read"),
+        Example("import os\n\ndevice = os.environ.get('PJRT_DEVICE')\n", title="reading is not reported"),
+    )
+    invalid = (
+        Example(
+            "import os\n\nos.environ['PJRT_DEVICE'] = 'TPU'\nos.environ['XLA_USE_BF16'] = '1'\n",
+            expect=((3, 12, "environment variable PJRT_DEVICE has no effect on TorchTPU: delete it: TorchTPU finds "
+                            "the TPU by a PCI scan and reads no PJRT_DEVICE"),
+                    (4, 12, "environment variable XLA_USE_BF16 has no effect on TorchTPU: cast the model yourself "
+                            "(model.to(torch.bfloat16)); needs a human")),
+            fixed="import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
+        ),
+        Example(
+            "import os\n\nos.environ.update(TPU_LAUNCH_BLOCKING='1')\n",
+            expect=((3, 19, "environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU: the wheel reads "
+                            "TORCH_TPU_LAUNCH_BLOCKING (the name in older TorchTPU docs is not read); needs a human"),),
+            title="a name from older TorchTPU docs",
+        ),
+    )
+
+    def reports(self, use: MigrationUse) -> bool:
+        return use.env is not None
+
+    def message(self, use: MigrationUse) -> str:
+        human = "" if use.mechanical else "; needs a human"
+        return f"environment variable {use.api} has no effect on TorchTPU: {use.env.becomes}{human}"
