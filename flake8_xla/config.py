@@ -13,7 +13,7 @@ import re
 from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple, Union
 
 from .lifecycle.table import api_table
-from .versions import EXPLICIT, Version, check_target
+from .versions import EXPLICIT, Version, check_migration, check_target
 
 
 class ConfigError(Exception):
@@ -36,6 +36,7 @@ class Settings(NamedTuple):
     target_origin: Optional[str] = None  # where target_version was set: "<file> [<section>] <key>" or the option
     assume_torch_xla: AssumeXla = False  # lint files that never mention torch_xla too (all, or these globs)
     sync_functions: FrozenSet[str] = frozenset()  # the project's own graph syncs, e.g. mylib.sync
+    migrate_to: Optional[str] = None  # "torchtpu": report what the code becomes there (XLA5xx) instead
     output_format: str = "text"
     source: Optional[str] = None  # the file these settings came from
     base_dir: str = "."  # per-file-ignores and excludes are relative to it
@@ -45,12 +46,12 @@ FORMATS = ("text", "json", "sarif", "github")
 _KEYS = {
     "select", "extend-select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "extend-exclude",
     "target-version", "xla-target-version", "output-format", "assume-torch-xla", "xla-assume-torch-xla",
-    "sync-functions", "xla-sync-functions",
+    "sync-functions", "xla-sync-functions", "migrate-to", "xla-migrate-to",
 }
 # what a [flake8] section may hold that the CLI takes over (codes are filtered to XLA ones)
 _FLAKE8_KEYS = {"xla-target-version", "select", "extend-select", "ignore", "extend-ignore",
                 "per-file-ignores", "exclude", "extend-exclude", "xla-assume-torch-xla", "enable-extensions",
-                "xla-sync-functions"}
+                "xla-sync-functions", "xla-migrate-to"}
 # the words configparser (and so flake8, for a store_true option) reads as booleans
 _BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
@@ -202,6 +203,12 @@ def settings_from_mapping(raw: Dict[str, object], where: str, base_dir: str, xla
     for key in ("sync-functions", "xla-sync-functions"):
         if key in values:
             kwargs["sync_functions"] = parse_sync_functions(values[key], f"{where}: {names[key]}")
+    for key in ("migrate-to", "xla-migrate-to"):
+        if values.get(key) not in (None, ""):
+            try:
+                kwargs["migrate_to"] = check_migration(values[key], f"{where}: {names[key]}")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     fmt = values.get("output-format")
     if fmt is not None:
         if not isinstance(fmt, str) or fmt not in FORMATS:

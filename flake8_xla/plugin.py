@@ -10,7 +10,7 @@ from .engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
 from .engine import too_deep_message as engine_too_deep_message
 from .lifecycle.table import api_table
 from .config import ConfigError, known_releases, parse_sync_functions
-from .versions import check_target, forget_project_files, infer_target
+from .versions import check_migration, check_target, forget_project_files, infer_target
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it (unless
@@ -51,6 +51,7 @@ class XlaChecker:
     target_version: Optional[str] = None
     assume_xla: bool = False
     sync_functions: FrozenSet[str] = frozenset()
+    migrate_to: Optional[str] = None
     report_fixes: bool = False  # mark diagnostics that have a safe fix (see SAFE_FIX_MARK)
 
     def __init__(self, tree: ast.AST, lines: List[str], filename: str) -> None:
@@ -76,6 +77,13 @@ class XlaChecker:
                  "that do not import torch_xla); in config: xla-assume-torch-xla = true",
         )
         parser.add_option(
+            "--xla-migrate-to",
+            default=None,
+            parse_from_config=True,
+            help="report what the code becomes on the platform it moves to instead of the torch_xla rules: "
+                 "torchtpu (the XLA5xx rules); in config: xla-migrate-to = torchtpu",
+        )
+        parser.add_option(
             "--xla-sync-functions",
             default="",
             parse_from_config=True,
@@ -90,6 +98,8 @@ class XlaChecker:
             check_target(value, "--xla-target-version", known_releases())
         cls.target_version = value or None
         cls.assume_xla = bool(getattr(options, "xla_assume_torch_xla", False))
+        migrate_to = getattr(options, "xla_migrate_to", None) or None
+        cls.migrate_to = check_migration(migrate_to, "--xla-migrate-to") if migrate_to else None
         names = getattr(options, "xla_sync_functions", "") or ""
         try:  # a usage error, raised like --xla-target-version's
             cls.sync_functions = parse_sync_functions(names, "--xla-sync-functions") if names.strip() else frozenset()
@@ -103,13 +113,13 @@ class XlaChecker:
         global _too_deep_tree
         # the pre-filter here, before _rules(), keeps the rule import lazy; lint() need not repeat it
         source = "".join(self.lines)
-        if not concerns_xla(source, self.assume_xla):
+        if not concerns_xla(source, self.assume_xla, self.migrate_to):
             return
         try:
             reported = self._fixable(source) if self.report_fixes else [
                 (d, False) for d in lint(self.lines, self.tree, self.filename, self.target_version,
                                          _rules(self.off_by_default), assume_xla=True,
-                                         sync_functions=self.sync_functions)]
+                                         sync_functions=self.sync_functions, migrate_to=self.migrate_to)]
         except TOO_DEEP as exc:
             # flake8 parsed the file, but it nests deeper than our recursive walks (or ast.unparse)
             # go: a limit of the input, like flake8's own E999 for nesting past the parser's limit
@@ -125,7 +135,8 @@ class XlaChecker:
 
     def _fixable(self, source: str) -> list:
         """The diagnostics, each with whether it has a safe fix: what `flake8-xla check` calls fixable."""
-        target = infer_target(self.filename, self.target_version, api_table().latest)
+        target = infer_target(self.filename, self.target_version, api_table().latest)._replace(
+            migrate_to=self.migrate_to)
         pairs, _ = lint_fixable(source, self.tree, self.filename, target, _rules(self.off_by_default),
                                 assume_xla=True, sync_functions=self.sync_functions)
         return [(d, fix is not None and fix.safe) for d, fix in pairs]

@@ -34,6 +34,17 @@ def parse_version(text: str) -> Version:
     return Version(int(match.group(1)), int(match.group(2)))
 
 
+# where code can be moving to (``--migrate-to``): the XLA5xx rules speak for "torchtpu"
+MIGRATIONS = ("torchtpu",)
+
+
+def check_migration(value: object, where: str) -> str:
+    """A ``migrate-to`` value a user gave, checked (ValueError, one line)."""
+    if value not in MIGRATIONS:
+        raise ValueError(f"{where} must be one of {', '.join(MIGRATIONS)}, not {value!r}")
+    return str(value)
+
+
 class Target(NamedTuple):
     version: Version
     source: str  # what kind of place the version came from, in short ("installed torch_xla", ...)

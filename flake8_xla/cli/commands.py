@@ -17,7 +17,7 @@ from ..engine import all_rules, rule_index
 from ..output.formats import RENDERERS, render_text
 from ..lifecycle.table import api_table
 from ..selection import CodeSelector
-from ..versions import forget_project_files
+from ..versions import MIGRATIONS, forget_project_files
 from .discovery import FileFinder
 from .errors import UsageError
 from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
@@ -64,6 +64,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="skip what the git repository's .gitignore files ignore (default: yes)")
     parser.add_argument("--xla-target-version", "--target-version", dest="target_version", metavar="VERSION",
                         help="torch_xla release the code must run on, e.g. 2.8 (default: inferred per file)")
+    parser.add_argument("--migrate-to", "--xla-migrate-to", dest="migrate_to", choices=MIGRATIONS,
+                        help="report (and fix) what the code becomes on the platform it moves to instead: "
+                             "torchtpu, the XLA5xx rules (config: migrate-to)")
     parser.add_argument("--assume-torch-xla", action=argparse.BooleanOptionalAction, default=None,
                         help="lint files that never mention torch_xla too (model code that runs on XLA); "
                              "overrides assume-torch-xla in the config")
@@ -183,7 +186,7 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
                  extend_exclude=_codes(args.extend_exclude), target_version=args.target_version,
                  output_format=getattr(args, "output_format", None), assume_torch_xla=args.assume_torch_xla,
                  sync_functions=parse_sync_functions(args.sync_functions, "--sync-functions")
-                 if args.sync_functions else None)
+                 if args.sync_functions else None, migrate_to=getattr(args, "migrate_to", None))
 
 
 def build_selector(settings: Settings) -> CodeSelector:

@@ -76,7 +76,7 @@ def _logical_path(job: Job, path: str) -> str:
 def target_for(job: Job, path: str) -> Target:
     settings = job.settings
     return infer_target(path if path != "-" else "stdin", settings.target_version, api_table().latest,
-                        settings.target_origin)
+                        settings.target_origin)._replace(migrate_to=settings.migrate_to)
 
 
 def assumes_torch_xla(settings: Settings, path: str) -> bool:
@@ -159,7 +159,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
     hooks_only = False
-    if not concerns_xla(text, assume_xla):
+    if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-" or not may_hold_framework_hooks(text) or not project_index().trains_on_xla(name):
             return result
         assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
@@ -168,6 +168,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         options = {"sync_functions": sorted(job.settings.sync_functions)}
         if hooks_only:  # not the result of `assume-torch-xla`, which lints the whole file
             options["hooks_only"] = True
+        if job.settings.migrate_to:
+            options["migrate_to"] = job.settings.migrate_to
         key = content_key(text, str(target_for(job, name).version), assume_xla, options)
         raw = job.cache.get(path, key)
         if raw is not None:
@@ -275,7 +277,7 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
         result.findings.append(_file_error(display, "E902", str(exc)))
         return result
     target = target_for(job, name)
-    if job.fix and concerns_xla(text, assume_xla) and document.blocks:
+    if job.fix and concerns_xla(text, assume_xla, target.migrate_to) and document.blocks:
         try:
             fixed = fix_document(document, text, target, job.selector.for_file(name), job.unsafe, assume_xla,
                                  job.settings.sync_functions)

@@ -133,7 +133,7 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
     safety (None: no fix); a program that cannot concern torch_xla has none."""
     out = []
     for program in programs(document, text):
-        if not concerns_xla(program.source, assume_xla):
+        if not concerns_xla(program.source, assume_xla, target.migrate_to):
             out.append((program, []))
             continue
         tree = ast.parse(program.source, document.path)
@@ -172,7 +172,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             if number != only[0]:
                 continue
             outcome = fix_one(program.source, document.path, target, only[1], sync_functions)
-        elif not concerns_xla(program.source, assume_xla):
+        elif not concerns_xla(program.source, assume_xla, target.migrate_to):
             continue
         else:
             outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True,

@@ -12,10 +12,10 @@ from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 from ..analysis.environment import ENV_SETTERS, env_assignments, string_value
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
+from ..versions import MIGRATIONS
 from .table import EnvRow, MigrationRow, MigrationTable, migration_table
 
-TORCHTPU = "torchtpu"
-MIGRATIONS = (TORCHTPU,)
+TORCHTPU = MIGRATIONS[0]
 
 
 class MigrationUse(NamedTuple):
