@@ -16,6 +16,7 @@ from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_targ
 from ..engine import all_rules, rule_index
 from ..output.formats import RENDERERS, render_text
 from ..lifecycle.table import api_table
+from ..migration import report as migration_report
 from ..selection import CodeSelector
 from ..versions import MIGRATIONS, forget_project_files
 from .discovery import FileFinder
@@ -123,6 +124,13 @@ def _fix_options(fix: argparse.ArgumentParser) -> None:
     _add_cache_option(fix)
 
 
+def _migrate_report_options(report: argparse.ArgumentParser) -> None:
+    _add_common_options(report)
+    report.add_argument("--format", dest="report_format", choices=("text", "json"), default="text",
+                        help="text (default) or json")
+    report.add_argument("--output-file", help="write the report here instead of stdout")
+
+
 def _clean_options(clean: argparse.ArgumentParser) -> None:
     clean.add_argument("--config", metavar="FILE", help="the config file that sets the project directory")
     clean.add_argument("--isolated", action="store_true", help="ignore configuration files")
@@ -132,6 +140,8 @@ def _clean_options(clean: argparse.ArgumentParser) -> None:
 SUBCOMMANDS = {  # name -> (help, what adds its options)
     "check": ("report diagnostics", _check_options),
     "fix": ("apply fixes in place (review with --diff first); `fix -` prints the fixed stdin to stdout", _fix_options),
+    "migrate-report": ("sum up what moving to TorchTPU takes, per file and API (the XLA5xx rules); text or JSON",
+                       _migrate_report_options),
     "explain": ("print a rule's documentation", lambda explain: explain.add_argument("code")),
     "rules": ("list every rule", lambda rules: None),
     "clean": ("remove the result cache", _clean_options),
@@ -331,6 +341,35 @@ def cmd_fix(args: argparse.Namespace) -> int:
     return 1 if remaining or any(r.error for r in results) else 0
 
 
+def cmd_migrate_report(args: argparse.Namespace) -> int:
+    """The check run of the XLA5xx rules under --migrate-to torchtpu, summed up; exit 0 (a report)."""
+    _check_output_file(args.output_file)
+    args.migrate_to, args.select, args.extend_select = "torchtpu", "XLA5", None
+    settings, selector, files, done = _prepare(args)
+    if done is not None:
+        return done
+    job = Job(settings, selector, unsafe=args.unsafe_fixes, max_file_size=args.max_file_size,
+              stdin_filename=args.stdin_filename)
+    results = list(run_files(job, files, args.jobs))
+    _print_notes(args, results)
+    reports, checked = migration_report.build((f for r in results for f in r.findings), len(files))
+    render = migration_report.render_json if args.report_format == "json" else migration_report.render_text
+    text = render(reports, checked)
+    errors = [f for r in results for f in r.findings if not f.diagnostic.code.startswith("XLA5")]
+    for f in errors:  # unreadable files, syntax errors: the report would be silent about them
+        emit(f"flake8-xla: {f.location}: {f.diagnostic.code} {f.diagnostic.message}\n", sys.stderr)
+    if args.output_file:
+        try:
+            with open(args.output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
+                out.write(text)
+        except OSError as exc:
+            raise UsageError(f"--output-file: cannot write {printable(args.output_file)}: {exc.strerror or exc}") \
+                from None
+    else:
+        emit(text, sys.stdout)
+    return 0
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     code = args.code.upper()
     for rule in all_rules():
@@ -389,8 +428,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     return serve()
 
 
-COMMANDS = {"check": cmd_check, "fix": cmd_fix, "explain": cmd_explain, "rules": cmd_rules, "clean": cmd_clean,
-            "server": cmd_server}
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "migrate-report": cmd_migrate_report, "explain": cmd_explain,
+            "rules": cmd_rules, "clean": cmd_clean, "server": cmd_server}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
