@@ -1,6 +1,6 @@
 """Generate the documentation from the rules and the lifecycle table.
 
-``python -m flake8_xla.docs`` rewrites ``docs/rules/*.md``, ``docs/api-lifecycle.md`` and the rule
+``python -m flake8_xla.docs`` rewrites ``docs/rules/*.md``, ``docs/api-lifecycle.md``, ``docs/torchtpu.md`` and the rule
 list in ``README.md``; ``python -m flake8_xla.docs --check`` fails when any of them is stale.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .engine import all_rules, fix_source, lint_source
 from .output.formats import docs_url
 from .lifecycle.table import ApiRow, api_table
 from .lifecycle.matching import LifecycleRule
+from .migration.table import migration_table
 from .rule import Rule
 from .versions import Target, parse_version
 
@@ -53,9 +54,10 @@ def _api(row: ApiRow) -> str:
 
 
 def _fix_command(rule: Rule, example) -> str:
-    target = Target(parse_version(example.target), "example")
+    target = Target(parse_version(example.target), "example", migrate_to=rule.migration)
     safe = fix_source(example.source, "example.py", target, lambda code: code == rule.code).source
-    return "flake8-xla fix" if safe == example.fixed else "flake8-xla fix --unsafe-fixes"
+    command = f"flake8-xla fix --migrate-to {rule.migration}" if rule.migration else "flake8-xla fix"
+    return command if safe == example.fixed else f"{command} --unsafe-fixes"
 
 
 def _opt_in(rule: Rule) -> str:
@@ -68,11 +70,15 @@ def _opt_in(rule: Rule) -> str:
 def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
     reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
-                         for d in lint_source(example.source, target=example.target))
+                         for d in lint_source(example.source, target=example.target, migrate_to=rule.migration))
     # `flake8-xla check --include-docs` lints these pages; their blocks are alternatives, not one program
     parts = [f"# {rule.code}: {rule.name}", "<!-- flake8-xla: separate-blocks -->", rule.summary + "."]
     if rule.off_by_default:
         parts.append(_opt_in(rule))
+    if rule.migration:
+        parts.append(f"**Runs only under `--migrate-to {rule.migration}`** (config `migrate-to = \"{rule.migration}\"`, "
+                     f"flake8 `--xla-migrate-to {rule.migration}`), and then the torch_xla rules do not; see "
+                     "[the migration guide](../torchtpu.md).")
     parts += [
         "## What it does",
         rule.what_it_does,
@@ -80,6 +86,7 @@ def render_rule(rule: Rule) -> str:
         rule.why_bad,
         "## Example",
         _code_block(example.source),
+        f"`flake8-xla check --migrate-to {rule.migration}` reports:" if rule.migration else
         f"flake8-xla reports (target torch_xla {example.target}):",
         _code_block(reported, "text"),
     ]
@@ -191,6 +198,68 @@ def render_lifecycle_table() -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _names(row) -> str:
+    return "<br>".join(f"`{n}`" for n in row.names) + (
+        f" with {row.argument.keyword}=" + " or ".join(f"`\"{v}\"`" for v in row.argument.values)
+        if row.argument else "")
+
+
+def render_torchtpu() -> str:
+    """docs/torchtpu.md from the migration table (rules/torchtpu_migration.yaml)."""
+    table = migration_table()
+    mechanical = [r for r in table.rows if r.mechanical]
+    manual = [r for r in table.rows if not r.mechanical]
+    rules = [rule for rule in all_rules() if rule.migration]
+    parts = [
+        "# Moving from torch_xla to TorchTPU",
+        "torch_xla 2.9 (torch 2.9) is torch_xla's last release; upstream points to TorchTPU "
+        f"(`{table.package}` {table.version} on the package index, torch {table.requires_torch}, beta), which runs "
+        "PyTorch natively on TPUs: eager by default, `torch.compile(backend=\"tpu\")` for graphs, "
+        "`torch.distributed` with a `tpu` backend, DTensor and FSDP2 instead of SPMD and XLA FSDP. torch_xla "
+        "cannot be installed beside it. flake8-xla tells you what each torch_xla line becomes and rewrites the "
+        "mechanical ones:",
+        "```sh\n"
+        "flake8-xla migrate-report src/                      # per file and API: mechanical / needs a human\n"
+        "flake8-xla migrate-report --format json src/        # the same as JSON\n"
+        "flake8-xla check --migrate-to torchtpu src/         # each use, with what it becomes (XLA5xx)\n"
+        "flake8-xla fix --migrate-to torchtpu --diff src/    # review the mechanical rewrites\n"
+        "flake8-xla fix --migrate-to torchtpu src/           # apply them\n"
+        "flake8 --xla-migrate-to torchtpu src/               # the same rules through flake8\n"
+        "```",
+        "In a config file: `migrate-to = \"torchtpu\"` under `[tool.flake8-xla]` (or `xla-migrate-to = torchtpu` "
+        "under `[flake8]`). With it, only the migration rules run: the other rules' advice names torch_xla APIs. "
+        "The rules: " + ", ".join(f"[{r.code}](rules/{r.code}.md) `{r.name}`" for r in rules) + ".",
+        "Every TorchTPU name recommended below was checked against the torch-tpu "
+        f"{table.version} wheel's public API table and lifecycle annotations, read statically "
+        "(`tools/check_torchtpu.py`, run by `tests/test_torchtpu_wheel.py`); the names TorchTPU marks "
+        "experimental say so, and warn once when used. The plain PyTorch names were checked against torch 2.13's "
+        "wheel. Evidence: W = the torch-tpu wheel (file:line), R = run on torch 2.13 CPU with torch-tpu, "
+        "D = TorchTPU's documentation notebooks, M = torch_xla 2.9's source. Nothing here was run on a TPU.",
+        "Beware: Sophgo's `torch-tpu` (sophgo/torch-tpu) also installs an importable `torch_tpu` with a `tpu` "
+        "device. These rules speak of Google's TorchTPU.",
+        "## Mechanical: `fix --migrate-to torchtpu` rewrites them",
+        "A call with other arguments than the fix takes is reported by XLA502 with the reason.",
+    ]
+    lines = ["| torch_xla | on TorchTPU | fix | evidence |", "|---|---|---|---|"]
+    for r in mechanical:
+        fix = r.fix.kind.replace("_", " ") if r.fix else "none (by hand)"
+        if r.fix and r.fix.args is not None:
+            fix += "; other arguments: " + r.other_arguments
+        lines.append(f"| {_names(r)} | {r.becomes} | {fix} | {r.evidence} |")
+    parts.append("\n".join(lines))
+    parts.append("## Needs a human")
+    lines = ["| torch_xla | on TorchTPU | what has to be decided | evidence |", "|---|---|---|---|"]
+    lines += [f"| {_names(r)} | {r.becomes} | {r.why} | {r.evidence} |" for r in manual]
+    parts.append("\n".join(lines))
+    parts.append("## Environment variables TorchTPU does not read")
+    parts.append("`XLA_FLAGS` and `LIBTPU_INIT_ARGS` still take effect. Reported by XLA503 when set from Python.")
+    lines = ["| variable | instead | fix | evidence |", "|---|---|---|---|"]
+    lines += [f"| {'<br>'.join(f'`{n}`' for n in e.names)} | {e.becomes} | "
+              f"{'delete the statement' if e.mechanical else 'none'} | {e.evidence} |" for e in table.env_vars]
+    parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
 def render_runtime() -> str:
     """docs/runtime.md from the companion runtime's docstrings and the table rows that name it."""
     import inspect
@@ -223,7 +292,8 @@ def render_readme_rules() -> str:
     lines = ["| Code | Name | What it flags |", "|---|---|---|"]
     for rule in all_rules():
         link = DOCS_URL.format(code=rule.code)
-        opt_in = " (off by default)" if rule.off_by_default else ""
+        opt_in = " (off by default)" if rule.off_by_default else \
+            f" (only under `--migrate-to {rule.migration}`)" if rule.migration else ""
         lines.append(f"| [{rule.code}]({link}) | `{rule.name}` | {rule.summary}{opt_in} |")
     return "\n".join(lines)
 
@@ -232,6 +302,7 @@ def generated_files(root: pathlib.Path) -> Dict[pathlib.Path, str]:
     files = {root / DOCS_URL.format(code=rule.code): render_rule(rule) for rule in all_rules()}
     files[root / "docs" / "api-lifecycle.md"] = render_lifecycle_table()
     files[root / "docs" / "runtime.md"] = render_runtime()
+    files[root / "docs" / "torchtpu.md"] = render_torchtpu()
     readme = root / "README.md"
     text = readme.read_text(encoding="utf-8")
     start, end = text.index(README_START) + len(README_START), text.index(README_END)
