@@ -1,0 +1,251 @@
+"""--migrate-to torchtpu: the table, the XLA5xx message contract, and every front-end (check, fix,
+migrate-report, config, flake8)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from flake8_xla.engine import all_rules, lint_source
+from flake8_xla.migration.report import ON_TORCHTPU
+from flake8_xla.migration.table import TableError, build_table, migration_table
+from flake8_xla.rules import read_data
+from flake8_xla.migration.table import table_path
+
+from cli_helpers import run
+
+SCRIPT = '''import os
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+os.environ["PJRT_DEVICE"] = "TPU"
+
+
+def _mp_fn(index):
+    device = xm.xla_device()
+    for batch in loader:
+        loss = model(batch.to(device))
+        loss.backward()
+        xm.optimizer_step(opt)
+        xm.mark_step()
+    xm.master_print("done", flush=True)
+
+
+if __name__ == "__main__":
+    xmp.spawn(_mp_fn, args=())
+'''
+
+CHECKED = [
+    "train.py:3:1: XLA501 [*] import of torch_xla on TorchTPU: delete it: nothing uses it any more, and torch_xla "
+    "(torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15)",
+    "train.py:7:12: XLA503 [*] environment variable PJRT_DEVICE has no effect on TorchTPU: delete it: TorchTPU finds "
+    "the TPU by a PCI scan and reads no PJRT_DEVICE",
+    "train.py:11:14: XLA501 [*] xm.xla_device() on TorchTPU: torch.device(\"tpu\"): one device per process, seen as "
+    "tpu:0",
+    "train.py:15:9: XLA502 xm.optimizer_step() on TorchTPU: wrap the model in torch.nn.parallel.DistributedDataParallel "
+    "(or FSDP2 fully_shard) and call optimizer.step(); needs a human: gradient averaging moves from the step into the "
+    "model wrapper",
+    "train.py:16:9: XLA501 [*] xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
+    "pending to execute",
+    "train.py:17:5: XLA501 [*] xm.master_print() on TorchTPU: print(...) guarded by int(os.environ.get(\"RANK\", "
+    "\"0\")) == 0 (LOCAL_RANK for local=True; fd= becomes file=)",
+    "train.py:21:5: XLA502 xmp.spawn() on TorchTPU: no launcher of its own: export the output of `python -m "
+    "torch.tpu.distributed`, then `torchrun --nproc_per_node=$WORLD_SIZE train.py`; or "
+    "torch.tpu.distributed.set_tpu_launch_env(nproc_per_node=N) (experimental) and torch.multiprocessing.spawn; "
+    "needs a human: the script's entry point changes, and rank and process-group set-up become the script's job",
+]
+
+FIXED = '''import os
+import torch
+import torch_xla.core.xla_model as xm
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+
+
+def _mp_fn(index):
+    device = torch.device("tpu")
+    for batch in loader:
+        loss = model(batch.to(device))
+        loss.backward()
+        xm.optimizer_step(opt)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("done", flush=True)
+
+
+if __name__ == "__main__":
+    xmp.spawn(_mp_fn, args=())
+'''
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+def test_the_shipped_table_loads_and_names_each_api_once():
+    table = migration_table()
+    assert len(table.rows) == len({r.id for r in table.rows})
+    assert table.package == "torch-tpu" and table.version == "0.2.0"
+    assert table.lookup("torch_xla.core.xla_model.mark_step").id == "sync"
+    assert table.import_row("torch_xla.core.xla_model").id == "torch-xla-import"
+    assert table.import_row("torch_xlax") is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda row: row.pop("why"), "a manual rewrite says why it needs a human"),
+    (lambda row: row.update(fix={"kind": "delete"}), "only a mechanical rewrite has a fix"),
+    (lambda row: row.update(tpu_names={"torch.tpu.ops.all_gather_dim": "internal"}), "a tpu_names stage is one of"),
+    (lambda row: row.update(colour="red"), "unknown fields ['colour']"),
+])
+def test_a_malformed_row_is_refused(change, message):
+    data = read_data(table_path())
+    row = next(r for r in data["rows"] if r["id"] == "optimizer-step")
+    change(row)
+    with pytest.raises(TableError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        build_table(data)
+
+
+def test_a_name_in_two_rows_is_refused():
+    data = read_data(table_path())
+    data["rows"][1]["names"] = data["rows"][1]["names"] + ["torch_xla.core.xla_model.mark_step"]
+    with pytest.raises(TableError, match="is in rows sync and"):
+        build_table(data)
+
+
+# --- the message contract migrate-report reads ------------------------------------------------------
+
+MIGRATION_RULES = [rule for rule in all_rules() if rule.migration]
+
+
+@pytest.mark.parametrize("rule", MIGRATION_RULES, ids=lambda r: r.code)
+def test_messages_name_the_api_first_and_say_when_a_human_is_needed(rule):
+    for example in rule.invalid:
+        for line, col, message in example.expect:
+            assert ON_TORCHTPU in message or message.startswith("environment variable ")
+            if rule.code == "XLA502":
+                assert "; needs a human: " in message
+
+
+def test_migration_rules_are_silent_without_migrate_to_and_alone_with_it():
+    source = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
+    assert [d.code for d in lint_source(source)] == ["XLA102"]
+    assert [d.code for d in lint_source(source, migrate_to="torchtpu")] == ["XLA501"]
+
+
+# --- the CLI ----------------------------------------------------------------------------------------
+
+def test_check_migrate_to_reports_each_use(project, capsys):
+    code, out, err = run(capsys, "check", "--migrate-to", "torchtpu", "--no-cache", "train.py")
+    assert code == 1
+    assert out.splitlines() == CHECKED
+    assert "5 fixable with `flake8-xla fix`" in err
+
+
+def test_fix_migrate_to_applies_the_mechanical_rewrites(project, capsys):
+    code, out, err = run(capsys, "fix", "--migrate-to", "torchtpu", "train.py")
+    assert (project / "train.py").read_text() == FIXED
+    code, out, err = run(capsys, "check", "--migrate-to", "torchtpu", "--no-cache", "train.py")
+    assert [line.split(": ", 1)[1].split()[0] for line in out.splitlines()] == ["XLA502", "XLA502"]
+
+
+def test_migrate_report_text(project, capsys):
+    (project / "clean.py").write_text("import torch\n")
+    code, out, err = run(capsys, "migrate-report", ".")
+    assert code == 0 and err == ""
+    assert out.splitlines() == [
+        "train.py: 7 to migrate: 5 mechanical (5 fixable), 2 need a human",
+        "  mechanical     import of torch_xla x1 (line 3): delete it: nothing uses it any more, and torch_xla "
+        "(torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15)",
+        "  mechanical     environment variable PJRT_DEVICE x1 (line 7): delete it: TorchTPU finds the TPU by a PCI "
+        "scan and reads no PJRT_DEVICE",
+        "  mechanical     xm.xla_device() x1 (line 11): torch.device(\"tpu\"): one device per process, seen as tpu:0",
+        "  mechanical     xm.mark_step() x1 (line 16): delete the call: TorchTPU runs eagerly and has nothing pending "
+        "to execute",
+        "  mechanical     xm.master_print() x1 (line 17): print(...) guarded by int(os.environ.get(\"RANK\", \"0\")) "
+        "== 0 (LOCAL_RANK for local=True; fd= becomes file=)",
+        "  needs a human  xm.optimizer_step() x1 (line 15): " + CHECKED[3].split(ON_TORCHTPU, 1)[1],
+        "  needs a human  xmp.spawn() x1 (line 21): " + CHECKED[6].split(ON_TORCHTPU, 1)[1],
+        "2 files checked, 1 with torch_xla uses: 5 mechanical (5 fixable with `flake8-xla fix --migrate-to "
+        "torchtpu`), 2 need a human",
+    ]
+
+
+def test_migrate_report_json(project, capsys):
+    code, out, err = run(capsys, "migrate-report", "--format", "json", "train.py")
+    data = json.loads(out)
+    assert code == 0
+    assert data["totals"] == {
+        "files_checked": 1, "files_with_uses": 1, "mechanical": 5, "manual": 2, "fixable": 5,
+        "by_api": [{"api": api, "rewrite": rewrite, "count": 1} for api, rewrite in [
+            ("environment variable PJRT_DEVICE", "mechanical"), ("import of torch_xla", "mechanical"),
+            ("xm.mark_step()", "mechanical"), ("xm.master_print()", "mechanical"),
+            ("xm.optimizer_step()", "manual"), ("xm.xla_device()", "mechanical"), ("xmp.spawn()", "manual")]],
+    }
+    (only,) = data["files"]
+    assert only["path"] == "train.py" and (only["mechanical"], only["manual"], only["fixable"]) == (5, 2, 5)
+    assert only["uses"][0] == {"api": "import of torch_xla", "rewrite": "mechanical", "lines": [3], "fixable": 1,
+                               "advice": CHECKED[0].split(ON_TORCHTPU, 1)[1]}
+
+
+def test_migrate_report_names_files_it_could_not_read(project, capsys):
+    (project / "broken.py").write_text("import torch_xla\ndef f(:\n")
+    code, out, err = run(capsys, "migrate-report", ".")
+    assert code == 0
+    assert err == "flake8-xla: broken.py:2:7: E999 SyntaxError: invalid syntax\n"
+    assert out.endswith("2 files checked, 1 with torch_xla uses: 5 mechanical (5 fixable with `flake8-xla fix "
+                        "--migrate-to torchtpu`), 2 need a human\n")
+
+
+def test_config_migrate_to(project, capsys):
+    (project / "pyproject.toml").write_text('[tool.flake8-xla]\nmigrate-to = "torchtpu"\n')
+    code, out, err = run(capsys, "check", "--no-cache", "train.py")
+    assert out.splitlines() == CHECKED
+
+
+@pytest.mark.parametrize("argv, config, message", [
+    (("check", "--migrate-to", "jax", "train.py"), None, "argument --migrate-to/--xla-migrate-to: invalid choice: "
+                                                        "'jax' (choose from 'torchtpu')"),
+    (("check", "train.py"), '[tool.flake8-xla]\nmigrate-to = "tpu"\n',
+     "pyproject.toml [tool.flake8-xla]: migrate-to must be one of torchtpu, not 'tpu'"),
+])
+def test_a_bad_migrate_to_is_a_usage_error(project, capsys, argv, config, message):
+    if config:
+        (project / "pyproject.toml").write_text(config)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err
+
+
+def test_torchtpu_code_passes_the_pre_filter_only_when_migrating(project, capsys):
+    (project / "env.py").write_text("import os\n\nos.environ['TPU_LAUNCH_BLOCKING'] = '1'\n")
+    code, out, err = run(capsys, "check", "--no-cache", "env.py")
+    assert (code, out) == (0, "")
+    code, out, err = run(capsys, "check", "--migrate-to", "torchtpu", "--no-cache", "env.py")
+    assert out == ("env.py:3:12: XLA503 environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU: the wheel "
+                   "reads TORCH_TPU_LAUNCH_BLOCKING (the name in older TorchTPU docs is not read); needs a human\n")
+
+
+# --- flake8 -------------------------------------------------------------------------------------------
+
+def flake8(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "flake8", "--select=XLA", *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def test_flake8_migrate_to(project):
+    result = flake8(project, "--xla-migrate-to", "torchtpu", "train.py")
+    assert result.stdout.splitlines() == [line.replace(" [*]", "") for line in CHECKED]
+    result = flake8(project, "train.py")
+    assert "XLA5" not in result.stdout and "XLA102" in result.stdout
+
+
+def test_flake8_bad_migrate_to(project):
+    result = flake8(project, "--xla-migrate-to", "jax", "train.py")
+    assert result.returncode != 0
+    assert "--xla-migrate-to must be one of torchtpu, not 'jax'" in result.stderr
