@@ -133,3 +133,9 @@ def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> It
         if env is not None:
             yield MigrationUse(key_node, name, env=env, ref=ref, mechanical=env.mechanical)
 
+
+
+def speaks_torchtpu(model: SemanticModel) -> bool:
+    """Whether the module is TorchTPU code: it imports ``torch_tpu`` or uses ``torch.tpu``."""
+    return any(ref.qualname == "torch_tpu" or ref.qualname.startswith(("torch_tpu.", "torch.tpu."))
+               for ref in model.references)
