@@ -71,8 +71,9 @@ def test_wheel_contents(wheel) -> None:
         entry_points = zf.read(f"{dist_info}/entry_points.txt").decode()
     rule_modules = sorted(p.name for p in (ROOT / "rules").glob("*.py"))
     assert "__init__.py" in rule_modules and len(rule_modules) >= 7
-    expected = {"flake8_xla/rules/api_lifecycle.yaml"}
-    expected |= {f"flake8_xla/rules/{name}" for name in rule_modules}
+    rule_data = sorted(p.name for pattern in ("*.yaml", "*.yml", "*.json") for p in (ROOT / "rules").glob(pattern))
+    assert {"api_lifecycle.yaml", "torchtpu_migration.yaml", "torchtpu_internal_apis.json"} <= set(rule_data)
+    expected = {f"flake8_xla/rules/{name}" for name in rule_modules + rule_data}
     expected |= {f"flake8_xla/{p.name}" for p in (ROOT / "flake8_xla").glob("*.py")}
     assert expected <= names, sorted(expected - names)
     assert not [n for n in names if n.startswith(("rules/", "tests/", "benchmarks/"))], sorted(names)
@@ -105,6 +106,18 @@ def test_installed_wheel_runs_under_flake8(venv_python, tmp_path) -> None:
     version = run([venv_python, "-m", "flake8", "--version"], cwd=elsewhere)
     assert f"flake8-xla: {_version()}" in version.stdout, version.stdout
     print(f"\ninstalled-wheel checks took {time.perf_counter() - start:.1f}s")
+
+
+def test_installed_wheel_carries_the_torchtpu_data(venv_python, tmp_path) -> None:
+    """The migration table and the internal-API list ship in the wheel: --migrate-to works installed."""
+    source = tmp_path / "train.py"
+    source.write_text("import torch\nimport torch_xla\n\ndevice = torch_xla.device()\ntorch.tpu.synchronize()\n",
+                      encoding="utf-8")
+    result = run([venv_python, "-m", "flake8_xla", "check", "--isolated", "--no-cache", "--migrate-to", "torchtpu",
+                  "train.py"], cwd=tmp_path, check=False)
+    assert result.returncode == 1, result.stderr
+    assert [line.split(": ", 1)[1].split()[0] for line in result.stdout.splitlines()] == ["XLA501", "XLA511"], \
+        result.stdout + result.stderr
 
 
 def test_linter_and_runtime_package_without_torch(venv_python, tmp_path) -> None:

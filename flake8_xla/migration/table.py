@@ -161,3 +161,18 @@ def table_path() -> str:
 def migration_table() -> MigrationTable:
     """The shipped table, parsed once per process."""
     return build_table(rule_units.read_data(table_path()))
+
+
+class InternalApi(NamedTuple):
+    prefer: str  # the torch.accelerator API TorchTPU names instead
+    internal_when: str  # e.g. "torch>=2.11"
+
+
+INTERNAL_FILE = "torchtpu_internal_apis.json"
+
+
+@functools.lru_cache(maxsize=None)
+def internal_device_apis() -> Dict[str, InternalApi]:
+    """The torch.tpu device APIs torch-tpu marks internal, read from the wheel by tools/check_torchtpu.py."""
+    data = rule_units.read_data(os.path.join(rule_units.__path__[0], INTERNAL_FILE))
+    return {name: InternalApi(entry["prefer"], entry["internal_when"]) for name, entry in data.items()}
