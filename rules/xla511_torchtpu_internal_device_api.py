@@ -44,19 +44,20 @@ class TorchTpuInternalDeviceApi(Rule):
         Example(
             "import torch\n\nif torch.tpu.is_available():\n    n = torch.tpu.device_count()\n"
             "    torch.tpu.synchronize()\n",
-            expect=((3, 4, "torch.tpu.is_available() is internal on TorchTPU and raises RuntimeError from user code "
+            expect=((3, 4, "torch.tpu.is_available() on TorchTPU: internal, it raises RuntimeError from user code "
                            "(torch>=2.11); use torch.accelerator.is_available()"),
-                    (4, 9, "torch.tpu.device_count() is internal on TorchTPU and raises RuntimeError from user code "
+                    (4, 9, "torch.tpu.device_count() on TorchTPU: internal, it raises RuntimeError from user code "
                            "(torch>=2.11); use torch.accelerator.device_count()"),
-                    (5, 5, "torch.tpu.synchronize() is internal on TorchTPU and raises RuntimeError from user code "
+                    (5, 5, "torch.tpu.synchronize() on TorchTPU: internal, it raises RuntimeError from user code "
                            "(torch>=2.11); use torch.accelerator.synchronize()")),
             fixed="import torch\n\nif torch.accelerator.is_available():\n    n = torch.accelerator.device_count()\n"
                   "    torch.accelerator.synchronize()\n",
         ),
         Example(
             "import torch\n\nstate = torch.tpu.get_rng_state()\n",
-            expect=((3, 9, "torch.tpu.get_rng_state() is internal on TorchTPU and raises RuntimeError from user code "
-                           "(torch>=2.13); use torch.accelerator.random.get_rng_state() (torch 2.14 and newer)"),),
+            expect=((3, 9, "torch.tpu.get_rng_state() on TorchTPU: internal, it raises RuntimeError from user code "
+                           "(torch>=2.13); use torch.accelerator.random.get_rng_state() (torch 2.14 and newer); needs "
+                           "a human: torch.accelerator.random is missing from torch 2.13"),),
             title="no fix: the replacement is missing from torch 2.13",
         ),
     )
@@ -73,8 +74,9 @@ class TorchTpuInternalDeviceApi(Rule):
             call = ref.call
             random = api.prefer.startswith("torch.accelerator.random.")
             later = " (torch 2.14 and newer)" if random else ""
-            message = (f"{ref.written_prefix(ref.qualname)}() is internal on TorchTPU and raises RuntimeError from "
-                       f"user code ({api.internal_when}); use {api.prefer}(){later}")
+            human = "; needs a human: torch.accelerator.random is missing from torch 2.13" if random else ""
+            message = (f"{ref.written_prefix(ref.qualname)}() on TorchTPU: internal, it raises RuntimeError from "
+                       f"user code ({api.internal_when}); use {api.prefer}(){later}{human}")
             fixable = call is not None and not call.keywords and not random
             yield self.diagnostic(ctx, ref.node, message), (lambda site, ref=ref, to=api.prefer: _rename(site, ref, to)) \
                 if fixable else None

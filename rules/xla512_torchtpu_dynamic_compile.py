@@ -42,14 +42,14 @@ class TorchTpuDynamicCompile(Rule):
     invalid = (
         Example(
             "import torch\n\nstep = torch.compile(train_step, backend='tpu', dynamic=True)\n",
-            expect=((3, 49, "torch.compile(..., dynamic=True) with the tpu backend raises NotImplementedError on "
-                            "TorchTPU: it compiles static shapes; pad to fixed shapes, or mark the varying "
+            expect=((3, 49, "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
+                            "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying "
                             "dimensions with torch._dynamo.mark_dynamic (compiled as bounded buckets)"),),
         ),
         Example(
             "import torch\nimport torch_tpu\n\nmodel = torch.compile(model, dynamic=True)\n",
-            expect=((4, 30, "torch.compile(..., dynamic=True) with the tpu backend raises NotImplementedError on "
-                            "TorchTPU: it compiles static shapes; pad to fixed shapes, or mark the varying "
+            expect=((4, 30, "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
+                            "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying "
                             "dimensions with torch._dynamo.mark_dynamic (compiled as bounded buckets)"),),
             title="no backend in TorchTPU code: the default backend is tpu on a TPU host",
         ),
@@ -76,6 +76,6 @@ class TorchTpuDynamicCompile(Rule):
                 if not tpu_code:
                     continue
             yield self.diagnostic(ctx, dynamic, (
-                "torch.compile(..., dynamic=True) with the tpu backend raises NotImplementedError on TorchTPU: it "
-                "compiles static shapes; pad to fixed shapes, or mark the varying dimensions with "
+                "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
+                "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying dimensions with "
                 "torch._dynamo.mark_dynamic (compiled as bounded buckets)"))

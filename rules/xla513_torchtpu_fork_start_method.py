@@ -51,16 +51,16 @@ class TorchTpuForkStartMethod(Rule):
     invalid = (
         Example(
             "import torch.multiprocessing as mp\nimport torch_tpu\n\nmp.set_start_method('fork', force=True)\n",
-            expect=((4, 21, "start method 'fork': a forked child that uses the TPU raises 'cannot access or "
-                            "re-initialize TPU in a forked subprocess' on TorchTPU, which sets up the device at "
-                            "import torch on a TPU host; use 'spawn'"),),
+            expect=((4, 21, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
+                            "access or re-initialize TPU in a forked subprocess', the device being set up at import "
+                            "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
         ),
         Example(
             "import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
             "xmp.spawn(_mp_fn, args=(), start_method='fork')\n",
-            expect=((3, 41, "start method 'fork': a forked child that uses the TPU raises 'cannot access or "
-                            "re-initialize TPU in a forked subprocess' on TorchTPU, which sets up the device at "
-                            "import torch on a TPU host; use 'spawn'"),),
+            expect=((3, 41, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
+                            "access or re-initialize TPU in a forked subprocess', the device being set up at import "
+                            "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
             title="torch_xla code that forks its workers",
         ),
     )
@@ -74,9 +74,9 @@ class TorchTpuForkStartMethod(Rule):
             node = _argument(call, *where)
             if string_value(node) == "fork":
                 yield self.diagnostic(ctx, node, (
-                    "start method 'fork': a forked child that uses the TPU raises 'cannot access or re-initialize "
-                    "TPU in a forked subprocess' on TorchTPU, which sets up the device at import torch on a TPU "
-                    "host; use 'spawn'"))
+                    "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot access or "
+                    "re-initialize TPU in a forked subprocess', the device being set up at import torch on a TPU "
+                    "host; needs a human: use 'spawn' (the worker and its arguments must pickle)"))
 
 
 def _argument(call: ast.Call, position: Optional[int], keyword: str) -> Optional[ast.AST]:

@@ -6,7 +6,8 @@ For each tree (extracted by fetch.sh under $TREES, default /work/realcode-trees)
     python -m flake8_xla check --format json --no-cache --include-docs --isolated \
         --xla-target-version 2.9 --extend-select XLA9 --exit-zero .
 
-from the tree's root, writes the normalized findings (path, line, col, code, message, source
+from the tree's root, then the same with `--migrate-to torchtpu` for the XLA5xx rules (which run only
+there), writes the normalized findings (path, line, col, code, message, source
 text) to OUT/<name>.json, and matches them with review/<name>.tsv. A finding and a review
 row match on (path, code, stripped source-line text), not on the line number, so a review
 survives an engine change that moves a column or a line. Rows and findings with the same key
@@ -39,6 +40,9 @@ MISSES = os.path.join(REVIEW_DIR, "misses.tsv")
 COLUMNS = ["path", "line", "code", "verdict", "source", "reason"]
 CHECK_ARGS = ["check", "--format", "json", "--no-cache", "--include-docs", "--isolated",
               "--xla-target-version", "2.9", "--extend-select", "XLA9", "--exit-zero", "."]
+# a second pass for the TorchTPU migration rules (XLA5xx), which run only under --migrate-to and alone
+MIGRATE_ARGS = ["check", "--format", "json", "--no-cache", "--include-docs", "--isolated",
+                "--migrate-to", "torchtpu", "--exit-zero", "."]
 
 
 def read_manifest(path: str = MANIFEST) -> List[Tuple[str, str, str, str]]:
@@ -66,7 +70,7 @@ def default_on_codes(python: str) -> Tuple[set, set]:
         parts = line.split()
         if parts and parts[0].startswith("XLA") and parts[0][3:].isdigit():
             every.add(parts[0])
-            if parts[-1] == "on":
+            if parts[-1] == "on" or parts[0].startswith("XLA5"):  # migration rules: on under --migrate-to
                 on.add(parts[0])
     return on, every
 
@@ -100,12 +104,16 @@ class SourceCache:
             return ""
 
 
-def lint_tree(python: str, root: str) -> List[dict]:
-    proc = subprocess.run([python, "-m", "flake8_xla", *CHECK_ARGS], cwd=root,
-                          capture_output=True, text=True)
+def _check(python: str, root: str, args: List[str]) -> List[dict]:
+    proc = subprocess.run([python, "-m", "flake8_xla", *args], cwd=root, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"flake8-xla failed in {root} (rc {proc.returncode}):\n{proc.stderr}")
-    raw = json.loads(proc.stdout or "[]")
+    return json.loads(proc.stdout or "[]")
+
+
+def lint_tree(python: str, root: str) -> List[dict]:
+    raw = _check(python, root, CHECK_ARGS)
+    raw += [d for d in _check(python, root, MIGRATE_ARGS) if d["code"].startswith("XLA5")]
     src = SourceCache(root)
     found = []
     for d in raw:

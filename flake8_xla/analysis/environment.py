@@ -39,3 +39,12 @@ def string_value(node: Optional[ast.AST]) -> Optional[str]:
     if type(node) is ast.Constant and type(node.value) is str:
         return node.value
     return None
+
+
+def switches_off(value: Optional[ast.AST]) -> bool:
+    """`X = "0"`, `X = ""` or `X = str(0)` turns a flag off: nothing to migrate."""
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "str" and len(value.args) == 1:
+        value = value.args[0]
+    if type(value) is ast.Constant:
+        return str(value.value).strip().lower() in ("", "0", "false", "none")
+    return False

@@ -12,7 +12,7 @@ from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
 from .fixes import build_fix
 from ..rule import Diagnostic, FileContext, Rule
-from ..analysis.environment import ENV_SETTERS, env_assignments, string_value
+from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
 from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from ..versions import Version
 
@@ -102,7 +102,7 @@ def _env_uses(ref: Reference, model: SemanticModel, table: ApiTable, target: Ver
             continue
         seen = set()
         for candidate in _candidate_values(value_node):
-            if _switches_off(candidate):
+            if switches_off(candidate):
                 continue
             value = string_value(candidate) if candidate is not None else None
             row = table.env_row(key, value)
@@ -125,15 +125,6 @@ def _candidate_values(node: Optional[ast.AST]) -> List[Optional[ast.AST]]:
     if type(node) is ast.IfExp:
         return _candidate_values(node.body) + _candidate_values(node.orelse)
     return [node]
-
-
-def _switches_off(value: Optional[ast.AST]) -> bool:
-    """`X = "0"`, `X = ""` or `X = str(0)` turns a flag off: nothing to migrate."""
-    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "str" and len(value.args) == 1:
-        value = value.args[0]
-    if type(value) is ast.Constant:
-        return str(value.value).strip().lower() in ("", "0", "false", "none")
-    return False
 
 
 class LifecycleRule(Rule):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from ..analysis.environment import ENV_SETTERS, env_assignments, string_value
+from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
 from ..versions import MIGRATIONS
@@ -127,10 +127,10 @@ def argument_value(row: MigrationRow, call: ast.Call) -> Optional[ast.Constant]:
 
 
 def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> Iterator[MigrationUse]:
-    for key_node, _ in env_assignments(ref, model):
+    for key_node, value in env_assignments(ref, model):
         name = string_value(key_node)
         env = table.env_by_name.get(name or "")
-        if env is not None:
+        if env is not None and not switches_off(value):  # X = "0" asks for nothing to carry over
             yield MigrationUse(key_node, name, env=env, ref=ref, mechanical=env.mechanical)
 
 
