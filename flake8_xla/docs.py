@@ -31,7 +31,10 @@ def _code_block(source: str, lang: str = "python") -> str:
 
 def _versions(row: ApiRow) -> str:
     before = f"fails before {row.added_in}" if row.added_in and row.kind == "argument" else ""
-    return f"{row.deprecated_in or '—'} | {row.removed_in or before or '—'}"
+    deprecated = str(row.deprecated_in) if row.deprecated_in else "—"
+    if row.warns_in:  # not deprecated, but a use warns through a deprecated call
+        deprecated = f"— (warns from {row.warns_in} through {row.warns_through})"
+    return f"{deprecated} | {row.removed_in or before or '—'}"
 
 
 def _replacement(row: ApiRow) -> str:
@@ -179,7 +182,8 @@ def render_lifecycle_table() -> str:
         f"Generated from `rules/api_lifecycle.yaml` ({len(table.rows)} rows; newest release known: "
         f"torch_xla {table.latest}). A version column says when a use started to warn and when it "
         "stopped working; \"planned\" rows are slated by the PyTorch/XLA usability plan "
-        "(pytorch/xla#7739) but do not warn yet. Codes: XLA101 removed, XLA102 deprecated, "
+        "(pytorch/xla#7739) but not deprecated upstream (\"warns from\": a use shows the warning of a "
+        "deprecated API it calls). Codes: XLA101 removed, XLA102 deprecated, "
         "XLA103 planned, XLA104 module, XLA105 argument, XLA106 environment variable.",
     ]
     for kind in ("function", "decorator", "class", "module", "argument", "env_var"):

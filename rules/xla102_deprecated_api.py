@@ -6,7 +6,7 @@ from flake8_xla.rule import Example
 class DeprecatedApi(LifecycleRule):
     code = "XLA102"
     name = "deprecated-api"
-    summary = "A torch_xla function or class that warns on the target release"
+    summary = "A torch_xla function or class deprecated on the target release"
     kinds = ("function", "class", "decorator")
     states = ("deprecated",)
     what_it_does = (
@@ -15,9 +15,14 @@ class DeprecatedApi(LifecycleRule):
     )
     why_bad = (
         "Deprecated torch_xla APIs are removed after a grace period of about two releases "
-        "(`xm.xrt_world_size()` warned in 2.5 and was gone in 2.7). From torch_xla 2.8 the "
-        "warning is a `DeprecationWarning` on every call, which floods logs from a training loop; "
-        "before 2.8 it was a single `logging.warning` that `-W error` cannot catch."
+        "(`xm.xrt_world_size()` warned in 2.5 and was gone in 2.7), and the warning is easy to miss. "
+        "From torch_xla 2.8 it is a `DeprecationWarning`, which Python's default filters show once "
+        "per call site and only for code run as `__main__`: a library's calls print nothing. "
+        "Measured on torch_xla 2.9, CPU: 5 `xm.mark_step()` calls in a loop of a script print 1 "
+        "warning; the same loop in an imported module prints none, `python -W default` shows it once "
+        "per call site, pytest lists every call in its warnings summary, and "
+        "`-W error::DeprecationWarning` turns it into an error. Before 2.8 it was a "
+        "`logging.warning`, once per deprecated alias, that `-W error` cannot catch."
     )
     fix_safety = (
         "`xm.mark_step()` -> `torch_xla.sync()` and `xm.xla_device()` -> `torch_xla.device()` are "

@@ -6,22 +6,31 @@ from flake8_xla.rule import Example
 class PlannedApiRemoval(LifecycleRule):
     code = "XLA103"
     name = "planned-api-removal"
-    summary = "A torch_xla API the usability plan will deprecate, remove or internalize (upstream replacement exists)"
+    summary = ("A torch_xla API the usability plan will deprecate, remove or internalize (upstream replacement "
+               "exists, or it already warns through a deprecated call)")
     kinds = ("function", "class", "decorator")
     states = ("planned",)
     what_it_does = (
         "Flags uses of torch_xla APIs that the PyTorch/XLA usability plan (pytorch/xla#7739 and its "
-        "per-API issues) slates for deprecation, removal or internalization but that do not warn "
-        "yet, where the target release has an upstream replacement. The message says that the change "
-        "is planned, not done, and what to use instead. Planned APIs with no upstream replacement on "
-        "the target (`xm.save`, `xm.mesh_reduce`, `xm.optimizer_step`, ...) are XLA903, off by default: "
-        "on real code nobody wanted to change a call that still works and has nothing to move to."
+        "per-API issues) slates for deprecation, removal or internalization but that upstream has not "
+        "deprecated, where the target release has an upstream replacement, or where a call already "
+        "warns on the target: `xm.rendezvous`, `xla_rendezvous`, `mesh_reduce` and `do_on_ordinals` are "
+        "not deprecated, but from 2.8 they call the deprecated `xla_device()` and show its warning. "
+        "The message says that the change is planned, not done, and what to use instead. Planned APIs "
+        "with no upstream replacement that do not warn on the target (`xm.save`, `xm.optimizer_step`, "
+        "...) are XLA903, off by default: on real code nobody wanted to change a call that still works "
+        "and has nothing to move to."
     )
     why_bad = (
-        "Code written against these APIs today is the code that breaks in a release or two, "
-        "and some of them have no drop-in upstream replacement, so migrating early is cheaper. "
-        "Because nothing warns yet, this is the only signal. Teams that only want to hear about "
-        "APIs that already warn or fail can ignore this one code (`extend-ignore = XLA103`)."
+        "These APIs are the ones the plan removes next, and some of them have no drop-in upstream "
+        "replacement, so migrating early is cheaper; the plan is not a schedule, though (upstream now "
+        "points to TorchTPU as the successor of PyTorch/XLA, and a planned change may never land in "
+        "torch_xla). For most of them nothing warns, so this is the only signal. The rendezvous "
+        "helpers do warn from 2.8, but with `xla_device()`'s advice (\"Use torch_xla.device instead\"), "
+        "which is not the caller's to follow; measured on torch_xla 2.9, CPU: the warning is "
+        "attributed to torch_xla's `xla_model.py:1332`, so Python's default filters hide it and only "
+        "`python -W default`, `-X dev` or pytest show it. Teams that only want to hear about APIs "
+        "that are deprecated or fail can ignore this one code (`extend-ignore = XLA103`)."
     )
     fix_safety = (
         "Renames with the same meaning (`xm.get_local_ordinal()` -> "
@@ -31,8 +40,10 @@ class PlannedApiRemoval(LifecycleRule):
         "(`add_step_closure`, `get_rng_state`, `RateTracker`); `xm.save`/`rendezvous`/`mesh_reduce`/"
         "`do_on_ordinals`/`optimizer_step`/`reduce_gradients` -> `xla_compat.*` also need a "
         "torch.distributed process group with several processes (the fix summary says so; `save` "
-        "takes a path, not a file object). Unsafe too: `xmp.spawn` -> `torch_xla.launch` (no "
-        "`nprocs`/`join`/`daemon`). The others need a human."
+        "takes a path, not a file object). Unsafe too: `xmp.spawn` -> `torch_xla.launch`, for the index "
+        "passed to the function: spawn passes the global ordinal, launch under torchrun passes "
+        "`LOCAL_RANK`, so on several hosts `if index == 0:` changes meaning (the fix summary says "
+        "so; `join`/`daemon` are ignored by every PJRT release and dropped). The others need a human."
     )
     valid = (
         Example("import torch_xla.runtime as xr\n\nrank = xr.local_ordinal()\n", title="the replacement"),
@@ -64,17 +75,30 @@ class PlannedApiRemoval(LifecycleRule):
             "barrier = functools.partial(xm.rendezvous, 'init')\n",
             target="2.7",
             expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
-                            "(it warns from torch_xla 2.8); use torch.distributed.barrier()"),),
-            title="a reference without a call (from 2.8 it is XLA102: it warns)",
+                            "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
+                            "use torch.distributed.barrier()"),),
+            title="a reference without a call",
             fixed=("import functools\n"
                    "import xla_compat\n"
                    "\n"
                    "barrier = functools.partial(xla_compat.rendezvous, 'init')\n"),
         ),
+        Example(
+            "import torch_xla.core.xla_model as xm\n\ntotal = xm.mesh_reduce('loss', loss, sum)\n",
+            expect=((3, 9, "xm.mesh_reduce() is planned for removal by the PyTorch/XLA usability plan "
+                           "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
+                           "no working upstream replacement: torch.distributed.all_gather_object fails on "
+                           "the 'xla' process group; gather over a gloo group and reduce; "
+                           "companion: xla_compat.mesh_reduce()"),),
+            title="no upstream replacement, but it warns on the target",
+            fixed=("import xla_compat\n"
+                   "\n"
+                   "total = xla_compat.mesh_reduce('loss', loss, sum)\n"),
+        ),
     )
 
     def reports(self, use: LifecycleUse) -> bool:
-        return use.row.upstream_on(use.target)
+        return use.row.upstream_on(use.target) or use.row.warns_on(use.target)
 
     def message(self, use: LifecycleUse) -> str:
         return planned_message(use)

@@ -1,5 +1,5 @@
 """XLA105 changed-argument."""
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, indirect_phrase, removal_phrase
 from flake8_xla.rule import Example
 
 
@@ -8,15 +8,16 @@ class ChangedArgument(LifecycleRule):
     name = "changed-argument"
     summary = "A torch_xla call whose arguments stopped working or are deprecated"
     kinds = ("argument",)
-    states = ("removed", "deprecated", "unavailable")
+    states = ("removed", "deprecated", "warns", "unavailable")
     what_it_does = (
         "Flags calls whose arguments the target release does not accept in that form: `defval` of "
         "the ordinal/world-size helpers, `devkind` of `get_xla_supported_devices`, "
         "`xmp.spawn(nprocs=N)`, FSDP's `mark_step_on_finalization=`, FSDPv2's positional `mesh`, "
         "`torch_xla.compile`'s graph limit (`num_different_graphs_allowed=` before 2.8, "
         "`max_different_graphs=` from 2.8, no alias either way), and `xm.get_memory_info()` "
-        "without a device (required before 2.5, filled in by the deprecated `xla_device()` from "
-        "2.8). It points at the argument itself, or at the call when the argument is missing."
+        "without a device (required before 2.5; from 2.8 the default is filled in by the deprecated "
+        "`xla_device()`, whose warning the call then shows, though `get_memory_info` itself is not "
+        "deprecated). It points at the argument itself, or at the call when the argument is missing."
     )
     why_bad = (
         "These are signature changes without an alias: the call raises `TypeError` or "
@@ -110,8 +111,8 @@ class ChangedArgument(LifecycleRule):
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nused = xm.get_memory_info()['bytes_used']\n",
-            expect=((3, 8, "xm.get_memory_info(): a call without `device` is deprecated since torch_xla 2.8; "
-                           "pass the device: get_memory_info(torch_xla.device())"),),
+            expect=((3, 8, "xm.get_memory_info(): a call without `device` warns indirectly from torch_xla 2.8 "
+                           "through xla_device(); pass the device: get_memory_info(torch_xla.device())"),),
             title="a default filled in by a deprecated call",
         ),
     )
@@ -123,6 +124,8 @@ class ChangedArgument(LifecycleRule):
             status = f"fails since torch_xla {row.removed_in} ({row.effect})"
         elif use.state == "unavailable":
             status = f"fails before torch_xla {row.added_in} ({row.effect})"
+        elif use.state == "warns":
+            status = indirect_phrase(row)
         else:
             status = removal_phrase(row, use.state)
         return f"{use.api}: {row.argument.label} {status}; {row.advice(use.target)}"

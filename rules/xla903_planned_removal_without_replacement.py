@@ -16,7 +16,9 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
         "release (`xm.save`, `xm.mesh_reduce`, `xm.optimizer_step`, `xm.add_step_closure`, "
         "`xm.RateTracker`, ..., or `xmp.spawn` on a target before `torch_xla.launch`). The message "
         "names what to do instead and the companion (`xla_compat.*`) that works on every release. "
-        "Planned APIs that do have an upstream replacement are XLA103."
+        "Planned APIs that do have an upstream replacement, or that already warn on the target "
+        "(`xm.mesh_reduce`/`do_on_ordinals` on 2.8+, through the deprecated `xla_device()` they "
+        "call), are XLA103."
     )
     why_bad = (
         "Nothing is wrong today: the call works and there is nothing upstream to move to, which is why "
@@ -34,6 +36,8 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
         Example("import torch\n\ntorch.save({}, 'model.pt')\n", title="torch.save is not xm.save"),
         Example("import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal()\n",
                 title="an upstream replacement exists: XLA103"),
+        Example("import torch_xla.core.xla_model as xm\n\ntotal = xm.mesh_reduce('loss', loss, sum)\n",
+                title="it warns on the target (through xla_device(), from 2.8): XLA103"),
     )
     invalid = (
         Example(
@@ -61,7 +65,7 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
     )
 
     def reports(self, use: LifecycleUse) -> bool:
-        return not use.row.upstream_on(use.target)
+        return not (use.row.upstream_on(use.target) or use.row.warns_on(use.target))
 
     def message(self, use: LifecycleUse) -> str:
         return planned_message(use)

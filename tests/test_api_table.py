@@ -34,6 +34,9 @@ def test_status_matches_the_versions(row) -> None:
     """`status` is the state on the newest release; it must agree with deprecated_in/removed_in."""
     if row.status == "planned":
         assert row.deprecated_in is None and row.removed_in is None and row.plan
+    elif row.status == "warns":
+        assert row.warns_in and not (row.deprecated_in or row.plan), "a row that only warns through a call"
+        assert row.state(TABLE.latest) == "warns"
     elif row.status == "current":
         assert row.kind == "argument" and row.added_in and not (row.deprecated_in or row.removed_in or row.plan)
         assert row.state(TABLE.latest) is None
@@ -43,6 +46,9 @@ def test_status_matches_the_versions(row) -> None:
         assert row.deprecated_in or row.removed_in
     if row.deprecated_in and row.removed_in:
         assert row.deprecated_in < row.removed_in
+    if row.warns_in or row.warns_through:
+        # not deprecated upstream: the warning comes from the deprecated API it calls
+        assert row.warns_in and row.warns_through and not row.deprecated_in and row.warns_in <= TABLE.latest
     if row.removed_in and row.kind != "env_var":
         assert row.effect in ("AttributeError", "ImportError", "TypeError", "ValueError")
     if row.replacement_since:

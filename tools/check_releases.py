@@ -5,8 +5,9 @@ For every release 2.1 ... 2.9 the torch_xla wheel is fetched with ``pip download
 installed) into a cache directory, and its Python sources are read straight from the zip and
 parsed with ``ast``; the compiled ``_XLAC*.so`` is scanned for the strings that name the
 table's environment variables. Each table row is then checked, per release, against the state
-the table implies (removed from ``removed_in``, deprecated from ``deprecated_in``, present
-before), and its torch_xla replacement against ``replacement_since``.
+the table implies (removed from ``removed_in``, deprecated from ``deprecated_in``, warning
+through a deprecated call it makes from ``warns_in``, present before), and its torch_xla
+replacement against ``replacement_since``.
 
 Every disagreement is printed as ``row-id release: expected X, found Y (evidence file:line)``;
 every row or aspect that cannot be checked statically is listed as skipped with the reason.
@@ -44,6 +45,8 @@ RELEASES = ("2.1.0", "2.2.0", "2.3.0", "2.4.0", "2.5.1", "2.6.0", "2.7.0", "2.8.
 PLATFORM = ("--python-version", "3.11", "--platform", "manylinux_2_28_x86_64")
 
 PRESENT, DEPRECATED, REMOVED = "present", "deprecated", "removed"
+# not deprecated itself, but every use reaches a deprecated torch_xla function (the table's warns_in)
+INDIRECT = "warns through a deprecated call"
 
 # Callables whose use marks a definition as deprecated: torch_xla.experimental.deprecation's
 # deprecated()/mark_deprecated()/register_deprecated() (2.1-2.7) and typing_extensions.deprecated (2.8+).
@@ -65,9 +68,13 @@ BACKEND_REMOVED = r"XLA:{b}\b[^.]*\bnot supported"
 # The table, through the same typed loader the linter uses.
 
 def implied_state(row: ApiRow, v: Version) -> str:
-    """The state the table implies on release ``v`` (planned rows are simply present; a keyword or
-    value before its ``added_in`` fails there, as a removed one does)."""
-    return {"removed": REMOVED, "deprecated": DEPRECATED, "unavailable": REMOVED}.get(row.state(v) or "", PRESENT)
+    """The state the table implies on release ``v`` (planned rows are simply present, or warn through
+    a deprecated call from ``warns_in``; a keyword or value before its ``added_in`` fails there, as a
+    removed one does)."""
+    state = row.state(v) or ""
+    if state in ("planned", "warns") and row.warns_on(v):
+        return INDIRECT
+    return {"removed": REMOVED, "deprecated": DEPRECATED, "unavailable": REMOVED}.get(state, PRESENT)
 
 
 def load_table(path: Path = TABLE) -> List[ApiRow]:
@@ -504,9 +511,12 @@ def find_name(wheel: Wheel, qualname: str, kind: str) -> Finding:
         return Finding(REMOVED, f"{wheel.modules[module]}: no top-level {attrs[0]}", "AttributeError")
     where = wheel.ev(binding.path, binding.node)
     defn = wheel.definition(binding)
-    marker = wheel.deprecation(defn) or inherited_deprecation(wheel, defn)
+    marker = wheel.deprecation(defn)
     if marker:
         return Finding(DEPRECATED, marker if defn is binding else f"{where} -> {marker}")
+    marker = inherited_deprecation(wheel, defn)
+    if marker:  # not deprecated itself: the warning is the callee's
+        return Finding(INDIRECT, marker if defn is binding else f"{where} -> {marker}")
     return Finding(PRESENT, where if defn is binding else f"{where} -> {wheel.ev(defn.path, defn.node)}")
 
 
@@ -630,7 +640,7 @@ def _default_filled_by_deprecated(wheel: Wheel, binding: Binding, func: ast.AST,
             for call in _walk_no_defs(inner):
                 found = _deprecated_callee(wheel, module, call, func)
                 if found:
-                    return Finding(DEPRECATED, f"{wheel.ev(binding.path, call)} fills {parameter} by {found[0]} "
+                    return Finding(INDIRECT, f"{wheel.ev(binding.path, call)} fills {parameter} by {found[0]} "
                                                f"-> {found[1]}")
     return None
 

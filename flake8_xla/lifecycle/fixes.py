@@ -35,8 +35,10 @@ def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
     title = _TITLES[kind](use, site.target)
     # a rewrite to the companion adds a dependency on it: never safe, whatever the row says
     companion = kind == "rename" and _is_companion(destination(row, site.target))
-    note = f"{destination(row, site.target)}() needs set-up: {row.companion_setup}" \
+    setup = f"{destination(row, site.target)}() needs set-up: {row.companion_setup}" \
         if companion and row.companion_setup else None
+    # what the applied fix still asks of the user: the companion's set-up, and why the row is unsafe
+    note = "; ".join(n for n in (setup, row.fix.note) if n) or None
     return Fix(title, tuple(edits), row.fix.safety == "safe" and not companion, tuple(imports), note)
 
 
@@ -161,17 +163,17 @@ def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel)
     for index, arg in enumerate(ordered):
         if arg in doomed and any(type(later) is not ast.keyword for later in ordered[index + 1:] if later in keep):
             return None
-    edits = []
-    for index, arg in enumerate(ordered):
-        if arg not in doomed:
-            continue
-        if index + 1 < len(ordered):
-            edit = Edit(locator.start(arg), locator.start(ordered[index + 1]), "")
-        else:
-            edit = Edit(locator.end(ordered[index - 1]), locator.end(arg), "")
+    # the removed arguments at the end go in one edit, with the comma after the last kept one
+    tail = len(ordered)
+    while ordered[tail - 1] in doomed:
+        tail -= 1
+    edits = [Edit(locator.start(arg), locator.start(ordered[index + 1]), "")
+             for index, arg in enumerate(ordered[:tail]) if arg in doomed]
+    if tail < len(ordered):
+        edits.append(Edit(locator.end(ordered[tail - 1]), locator.end(ordered[-1]), ""))
+    for edit in edits:
         if _has_comment(locator.source[edit.start:edit.end]):
             return None  # `nprocs=8,  # use all 8 cores`: the comment would go with it; left for the author
-        edits.append(edit)
     return edits
 
 

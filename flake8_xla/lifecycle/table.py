@@ -17,7 +17,9 @@ from ..analysis.semantic import Reference
 from ..versions import Version, parse_version
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
-STATUSES = ("removed", "deprecated", "planned", "current")  # current: fine on the newest, fails before added_in
+# current: fine on the newest, fails before added_in; warns: not deprecated itself, but a use warns
+# through a deprecated API it reaches (warns_in, warns_through)
+STATUSES = ("removed", "deprecated", "planned", "warns", "current")
 FIX_KINDS = ("rename", "rename_module", "delete_import", "rename_keyword", "keyword_arguments",
              "drop_arguments", "manual")
 FIX_SAFETY = ("safe", "unsafe", "none")
@@ -35,6 +37,7 @@ class Fix(NamedTuple):
     arguments: Tuple[Tuple[str, object], ...] = ()
     keep_positional: Optional[int] = None  # positional arguments beyond this become keywords
     except_names: Tuple[str, ...] = ()  # moved modules: names that did not move (no fix when used)
+    note: Optional[str] = None  # what an applied fix still asks of the user (why it is unsafe)
 
 
 class ArgumentChange(NamedTuple):
@@ -79,21 +82,33 @@ class ApiRow(NamedTuple):
     # argument or environment row, the keyword or value (it fails there: state "unavailable")
     added_in: Optional[Version] = None
     instead_before: Optional[str] = None  # what to do on a target before added_in (else: advice())
+    # not deprecated upstream, yet a use warns from this release because the API calls a deprecated
+    # one (warns_through, e.g. "xla_device()"), whose warning names that API, not this one
+    warns_in: Optional[Version] = None
+    warns_through: Optional[str] = None
 
     @property
     def name(self) -> str:
         return self.names[0] if self.names else (self.env.name if self.env else self.id)
 
     def state(self, target: Version) -> Optional[str]:
-        """removed / deprecated / planned / unavailable on ``target``, or None when the use is fine there.
-        A planned row that started to warn (``deprecated_in``) is planned before that release."""
+        """removed / deprecated / planned / warns / unavailable on ``target``, or None when the use is
+        fine there. A planned row that started to warn (``deprecated_in``) is planned before that
+        release; a planned row that warns only through a deprecated API it calls (``warns_in``) stays
+        planned; a row without a plan that does so is "warns" from ``warns_in``."""
         if self.added_in is not None and target < self.added_in:
             return "unavailable" if self.kind in ("argument", "env_var") else None
         if self.removed_in is not None and target >= self.removed_in:
             return "removed"
         if self.deprecated_in is not None and target >= self.deprecated_in:
             return "deprecated"
-        return "planned" if self.plan is not None else None
+        if self.plan is not None:
+            return "planned"
+        return "warns" if self.warns_on(target) else None
+
+    def warns_on(self, target: Optional[Version]) -> bool:
+        """Whether a use warns on ``target`` only through a deprecated API it calls (``warns_in``)."""
+        return self.warns_in is not None and target is not None and target >= self.warns_in
 
     def upstream_on(self, target: Optional[Version]) -> bool:
         """Whether an upstream replacement exists on ``target`` (None: on some release)."""
@@ -181,7 +196,7 @@ def _row(raw: dict) -> ApiRow:
         companion_setup=raw.get("companion_setup"),
         fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
                 tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
-                fix.get("keep_positional"), tuple(fix.get("except_names", ()))),
+                fix.get("keep_positional"), tuple(fix.get("except_names", ())), fix.get("note")),
         evidence=raw["evidence"],
         notes=raw.get("notes"),
         effect=raw.get("effect"),
@@ -197,6 +212,8 @@ def _row(raw: dict) -> ApiRow:
         references=tuple(raw.get("references", ())),
         added_in=_version(raw.get("added_in")),
         instead_before=raw.get("instead_before"),
+        warns_in=_version(raw.get("warns_in")),
+        warns_through=raw.get("warns_through"),
     )
 
 
