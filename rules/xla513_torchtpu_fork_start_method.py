@@ -4,7 +4,7 @@ from typing import Iterator, Optional
 
 from flake8_xla.analysis.environment import string_value
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.migration.matching import TORCHTPU
+from flake8_xla.migration.matching import TORCHTPU, speaks_torchtpu
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # callee -> (position, keyword) of its start method
@@ -15,7 +15,6 @@ _START_METHOD = {
     "torch.multiprocessing.get_context": (0, "method"),
     "torch.multiprocessing.start_processes": (None, "start_method"),
     "torch.multiprocessing.spawn.start_processes": (None, "start_method"),
-    "torch_xla.distributed.xla_multiprocessing.spawn": (None, "start_method"),
 }
 
 
@@ -27,9 +26,9 @@ class TorchTpuForkStartMethod(Rule):
     what_it_does = (
         "Under `--migrate-to torchtpu`, flags the start method `\"fork\"` given to "
         "`multiprocessing.set_start_method` / `get_context` (also `torch.multiprocessing`'s), "
-        "`torch.multiprocessing.start_processes(..., start_method=\"fork\")` and "
-        "`xmp.spawn(..., start_method=\"fork\")`. Only files that the migration lints are looked at (torch_xla or "
-        "TorchTPU code)."
+        "and `torch.multiprocessing.start_processes(..., start_method=\"fork\")`, in TorchTPU code (a file that "
+        "imports `torch_tpu` or uses `torch.tpu`). In torch_xla code the launcher itself changes (`xmp.spawn` is "
+        "XLA502), and a fork elsewhere in a torch_xla file is likelier to serve CUDA or CPU workers."
     )
     why_bad = (
         "On a TPU host TorchTPU initializes the device when `import torch` runs (the wheel's `torch.backends` "
@@ -47,6 +46,8 @@ class TorchTpuForkStartMethod(Rule):
                 title="spawn"),
         Example("import multiprocessing\nimport torch_tpu\n\nctx = multiprocessing.get_context()\n",
                 title="the default start method"),
+        Example("import torch_xla.distributed.xla_multiprocessing as xmp\nimport torch.multiprocessing as mp\n\n"
+                "mp.set_start_method('fork')\n", title="torch_xla code: the launcher is XLA502's matter"),
     )
     invalid = (
         Example(
@@ -56,17 +57,20 @@ class TorchTpuForkStartMethod(Rule):
                             "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
         ),
         Example(
-            "import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
-            "xmp.spawn(_mp_fn, args=(), start_method='fork')\n",
-            expect=((3, 41, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
+            "import multiprocessing\nimport torch\n\ntorch.tpu.set_eager_mode(mode)\n"
+            "ctx = multiprocessing.get_context(method='fork')\n",
+            expect=((5, 42, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
                             "access or re-initialize TPU in a forked subprocess', the device being set up at import "
                             "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
-            title="torch_xla code that forks its workers",
+            title="the standard library's multiprocessing in a file that uses torch.tpu",
         ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        for ref in ctx.get(SemanticModel).references:
+        model = ctx.get(SemanticModel)
+        if not speaks_torchtpu(model):
+            return
+        for ref in model.references:
             where = _START_METHOD.get(ref.qualname)
             call = ref.call
             if where is None or call is None:

@@ -32,7 +32,11 @@ class MigrationUse(NamedTuple):
         """Why a human has to do this rewrite."""
         if self.row is None:
             return ""
-        return self.row.why if not self.row.mechanical else self.row.other_arguments
+        if not self.row.mechanical:
+            return self.row.why
+        if self.ref is not None and self.ref.call is None and self.row.kind == "call":
+            return "it is used as a value, not called here: rewrite the calls it stands for"
+        return self.row.other_arguments
 
 
 class MigrationUses(tuple):
