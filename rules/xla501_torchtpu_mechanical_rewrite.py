@@ -34,8 +34,8 @@ class TorchTpuMechanicalRewrite(MigrationRule):
         "argument lists the table names are rewritten (`xm.xla_device(1)` has no equivalent, since a process "
         "drives one device; `xm.mark_step(wait=True)` is left to a human), `torch.` and `os.` are imported "
         "beside the torch_xla import where the file lacks them, and a comparison put in place of a call is "
-        "parenthesized where it needs to be. `with torch_xla.step():` has no automatic fix (its body would have "
-        "to be re-indented). An unused torch_xla import inside a `try` is left alone: what its `except` sets "
+        "parenthesized where it needs to be. `with torch_xla.step():` is unwrapped (its body moves one level "
+        "out) unless re-indenting could change a value: a string that spans lines in the body. An unused torch_xla import inside a `try` is left alone: what its `except` sets "
         "needs a human."
     )
     since = "0.2.0"
@@ -82,6 +82,14 @@ class TorchTpuMechanicalRewrite(MigrationRule):
                   "    if int(os.environ.get(\"RANK\", \"0\")) == 0:\n        print('saved', path)\n"
                   "torch.accelerator.synchronize()\n",
             title="rank tests, printing and waiting",
+        ),
+        Example(
+            "import torch_xla\n\nfor batch in loader:\n    with torch_xla.step():\n        loss = model(batch)\n"
+            "        loss.backward()\n\n        optimizer.step()\n",
+            expect=((4, 10, "torch_xla.step() on TorchTPU: drop the with statement and keep its body: eager "
+                            "execution needs no step boundary"),),
+            fixed="\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n\n    optimizer.step()\n",
+            title="the step context",
         ),
         Example(
             "import torch_xla\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n",

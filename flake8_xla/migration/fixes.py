@@ -7,7 +7,9 @@ A fix is built only for the argument lists the row accepts; anything else is lef
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from typing import List, Optional, Tuple
 
 from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
@@ -150,5 +152,50 @@ def _env_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     return Fix(f"Remove {use.api}, which TorchTPU does not read", tuple(edits), True)
 
 
+def _unwrap_with(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
+    """``with torch_xla.step():`` alone on its line -> its body, one level out. Declined where re-indenting
+    could change a value (a string spanning lines) or a line has less indentation than the step."""
+    item = site.parents.get(id(call))
+    stmt = site.parents.get(id(item))
+    if type(item) is not ast.withitem or item.optional_vars is not None or type(stmt) is not ast.With \
+            or len(stmt.items) != 1:
+        return None
+    lines = site.lines
+    first = stmt.body[0]
+    if first.lineno == stmt.lineno or not _alone(lines, stmt.lineno, lines.start(stmt)):
+        return None
+    outer = lines.source[lines.line_start(stmt.lineno):lines.start(stmt)]
+    inner = lines.source[lines.line_start(first.lineno):lines.start(first)]
+    if not inner.startswith(outer) or inner == outer or _strings_span_lines(lines.text(stmt)):
+        return None
+    step = len(inner) - len(outer)
+    body = []
+    for number in range(stmt.lineno + 1, stmt.end_lineno + 1):
+        text = lines.lines[number - 1]
+        if not text.strip():
+            body.append(text.lstrip(" \t"))  # a blank line keeps its ending
+        elif text[:step].isspace() and len(text) > step:
+            body.append(text[step:])
+        else:
+            return None
+    start, end = lines.line_start(stmt.lineno), lines.line_end(stmt.end_lineno)
+    return [Edit(start, end, "".join(body))], []
+
+
+def _alone(lines, lineno: int, statement_start: int) -> bool:
+    """The ``with`` header is the only thing on its line, but for a comment."""
+    header = lines.lines[lineno - 1].strip()
+    return header.endswith(":") or "#" in header and header.split("#", 1)[0].rstrip().endswith(":")
+
+
+def _strings_span_lines(text: str) -> bool:
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return any(t.type == tokenize.STRING and t.start[0] != t.end[0] for t in tokens) or \
+        any(t.type == getattr(tokenize, "FSTRING_START", -1) for t in tokens)
+
+
 _BUILDERS = {"delete": _delete, "replace": _replace, "rename": _rename, "value": _value,
-             "master_print": _master_print}
+             "master_print": _master_print, "unwrap_with": _unwrap_with}

@@ -14,7 +14,7 @@ import flake8_xla.rules as rule_units  # the package only, where the table file 
 
 KINDS = ("call", "argument", "import")
 REWRITES = ("mechanical", "manual")
-FIX_KINDS = ("delete", "replace", "rename", "value", "master_print", "delete_import")
+FIX_KINDS = ("delete", "replace", "rename", "value", "master_print", "delete_import", "unwrap_with")
 STAGES = ("stable", "experimental", "deprecated")
 TABLE_FILE = "torchtpu_migration.yaml"
 
