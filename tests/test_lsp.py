@@ -326,3 +326,22 @@ def test_server_without_the_lsp_extra_says_how_to_install_it() -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == ("flake8-xla: error: the language server needs the lsp extra (cannot import pygls.lsp): "
                              "pip install 'flake8-xla[lsp]'\n")
+
+
+def test_the_editor_setting_migrate_to(workspace) -> None:
+    """``migrate-to`` from the client runs the TorchTPU migration rules alone; a bad value is named."""
+    source = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+    delete = ("XLA501", "Warning", "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has "
+              "nothing pending to execute (torchtpu-mechanical-rewrite)")
+
+    async def scenario():
+        async with Editor(workspace, initialization_options={"flake8-xla": {"migrate-to": "torchtpu"}}) as editor:
+            uri = editor.open("train.py", source)
+            assert summary(await editor.diagnostics(uri)) == [(1, 0, 12, *delete)]
+            editor.client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+                {"flake8-xla": {"migrate-to": "jax"}}))
+            assert summary(await editor.diagnostics(uri)) == [(1, 0, 12, *MARK_STEP)]
+            assert editor.client.messages[0].message == (
+                "flake8-xla: editor setting flake8-xla.migrate-to must be one of torchtpu, not 'jax'; ignored")
+
+    run(scenario())

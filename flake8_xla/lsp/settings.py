@@ -10,6 +10,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ..cli.commands import build_selector
 from ..config import CONFIG_FILES, ConfigError, Settings, check_target_version, discover, merge, split_list
 from ..selection import CodeSelector
+from ..versions import check_migration
 from ..versions import forget_project_files
 
 # the files whose change can change a diagnostic: configuration, and the torch_xla pins the target
@@ -31,11 +32,13 @@ class ClientSettings(NamedTuple):
     select: Optional[Tuple[str, ...]] = None
     ignore: Tuple[str, ...] = ()
     assume_torch_xla: Optional[bool] = None
+    migrate_to: Optional[str] = None
 
 
 _SPELLINGS = {"target-version": "target_version", "targetVersion": "target_version",
               "xla-target-version": "target_version", "select": "select", "ignore": "ignore",
-              "assume-torch-xla": "assume_torch_xla", "assumeTorchXla": "assume_torch_xla"}
+              "assume-torch-xla": "assume_torch_xla", "assumeTorchXla": "assume_torch_xla",
+              "migrate-to": "migrate_to", "migrateTo": "migrate_to"}
 
 
 def client_settings(raw: object) -> Tuple[Optional[ClientSettings], List[str]]:
@@ -58,6 +61,11 @@ def client_settings(raw: object) -> Tuple[Optional[ClientSettings], List[str]]:
             try:
                 values[field] = check_target_version(value, where)
             except ConfigError as exc:
+                problems.append(str(exc))
+        elif field == "migrate_to":
+            try:
+                values[field] = check_migration(value, where)
+            except ValueError as exc:
                 problems.append(str(exc))
         elif field == "assume_torch_xla":
             if isinstance(value, bool):
@@ -106,6 +114,7 @@ class ProjectSettings:
         try:
             settings = merge(discover(start), select=client.select, ignore=client.ignore,
                              target_version=client.target_version, assume_torch_xla=client.assume_torch_xla,
+                             migrate_to=client.migrate_to,
                              target_origin=f"editor setting {SECTION}.target-version"
                              if client.target_version else None)
             return Resolved(settings, build_selector(settings), None)
