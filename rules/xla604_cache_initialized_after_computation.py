@@ -1,0 +1,214 @@
+"""XLA604 cache-initialized-after-computation."""
+import ast
+from typing import Iterator, List, Optional, Tuple
+
+from flake8_xla.analysis.flow import FlowFacts, argument, is_constant, within
+from flake8_xla.analysis.fsdp import EXAMPLE_XM, EXAMPLE_XR
+from flake8_xla.analysis.loops import COMPILED, LOOPS, SYNCS, StepRegions
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.tensors import DEVICE, TensorFacts
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+
+INITIALIZE_CACHE = "torch_xla.runtime.initialize_cache"
+XM = "torch_xla.core.xla_model."
+# calls that compile and run a graph whatever came before (measured on 2.9, one CPU process)
+ALWAYS_COMPUTE = frozenset(XM + n for n in ("rendezvous", "xla_rendezvous", "mesh_reduce", "broadcast_master_param"))
+OPTIMIZER_STEP = XM + "optimizer_step"
+STEP = frozenset({"torch_xla.step", "torch_xla.torch_xla.step"})
+# reading a device value on the host runs the graph that computes it
+_HOST_READS = frozenset({"item", "tolist", "numpy", "cpu"})
+_HOST_BUILTINS = frozenset({"float", "int", "bool", "print"})
+# calls that put data on the device or view it without computing anything: a sync after them alone
+# runs nothing (measured: `.to(device)` then torch_xla.sync() leaves the cache uninitialized)
+_NOT_COMPUTING = frozenset({"to", "cuda", "clone", "detach", "contiguous", "requires_grad_", "pin_memory", "view",
+                            "reshape", "expand", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "t",
+                            "narrow", "select", "type", "train", "eval", "parameters", "state_dict"})
+_FACTORIES = frozenset("torch." + n for n in (
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "eye", "tensor",
+    "as_tensor", "from_numpy", "zeros_like", "ones_like", "empty_like", "full_like", "scalar_tensor", "device"))
+HEADER = "import torch\nimport torch_xla\n" + EXAMPLE_XR
+EFFECT = ("it fails with AssertionError 'Computation cache has already been initialized' (and a try/except around it "
+          "leaves the persistent cache off); call it first, before anything runs on the device")
+
+
+class CacheInitializedAfterComputation(Rule):
+    code = "XLA604"
+    name = "cache-initialized-after-computation"
+    summary = "torch_xla.runtime.initialize_cache() called after a computation ran on the XLA device"
+    since = "0.2.0"
+    what_it_does = (
+        "Flags `torch_xla.runtime.initialize_cache(path)` when, earlier in the same function (or at top level) "
+        "and not in a branch it is not in, something surely compiled and ran a graph on the XLA device: "
+        "`xm.rendezvous()`, `xm.xla_rendezvous()`, `xm.mesh_reduce()`, `xm.broadcast_master_param()`, "
+        "`xm.optimizer_step(optimizer, barrier=True)`, a call of a `torch_xla.compile`d function, a loop over an "
+        "`MpDeviceLoader` (it syncs every batch) or a training loop that syncs, a `torch_xla.sync()` / "
+        "`xm.mark_step()` / `with torch_xla.step():` after an operation on device tensors, and reading a computed "
+        "device value on the host (`.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `float()`, `print()`). Taking "
+        "the device, creating tensors on it or moving a model there does not count: none of them compiles "
+        "anything, and the cache can still be set up after them. Code in other functions is not followed."
+    )
+    why_bad = (
+        "The persistent compilation cache is read from the environment when the runtime creates its "
+        "computation cache, at the first compilation; `initialize_cache` asserts that this has not happened "
+        "yet (`torch_xla/runtime.py`). Measured on torch_xla 2.9, CPU: after `torch_xla.device()`, "
+        "`torch.ones(3, device=device)`, `model.to(device)` and even `torch_xla.sync()` with nothing pending "
+        "the cache is still uninitialized and `initialize_cache(tmpdir)` works (one file in the directory after "
+        "the next computation); after `(t * 2).cpu()`, `.sum().item()`, `print(t)`, a sync after a forward "
+        "pass, `xm.rendezvous('x')`, `xm.mesh_reduce(...)`, `xm.broadcast_master_param(model)`, "
+        "`xm.optimizer_step(opt, barrier=True)`, a compiled function's call or a loop over an MpDeviceLoader it "
+        "raises `AssertionError: Computation cache has already been initialized`."
+    )
+    fix_safety = "No automatic fix: moving initialize_cache() up can cross the code that computes its path."
+    references = ("https://github.com/pytorch/xla/blob/v2.9.0/torch_xla/runtime.py",
+                  "https://github.com/pytorch/xla/blob/v2.9.0/docs/source/perf/recompilation.md")
+    valid = (
+        Example(HEADER + "\nxr.initialize_cache('/tmp/xla_cache')\ndevice = torch_xla.device()\n"
+                "loss = (torch.ones(3, device=device) * 2).sum()\nprint(loss.item())\n",
+                title="the cache first"),
+        Example(HEADER + "\ndevice = torch_xla.device()\nmodel = torch.nn.Linear(3, 3).to(device)\n"
+                "torch_xla.sync()\nxr.initialize_cache('/tmp/xla_cache')\n",
+                title="taking the device and moving data there compile nothing"),
+        Example(HEADER + EXAMPLE_XM + "\ndef warm_up():\n    xm.rendezvous('ready')\n\n\n"
+                "def main():\n    xr.initialize_cache('/tmp/xla_cache')\n    warm_up()\n",
+                title="another function: its order is not followed"),
+        Example(HEADER + "\ndevice = torch_xla.device()\nif debug:\n    print((torch.ones(3, device=device) + 1).cpu())\n"
+                "xr.initialize_cache('/tmp/xla_cache')\n",
+                title="a computation in a branch that may not run"),
+    )
+    invalid = (
+        Example(
+            HEADER + "\ndevice = torch_xla.device()\nt = torch.ones(3, device=device)\nprint((t * 2).sum().item())\n"
+            "xr.initialize_cache('/tmp/xla_cache')\n",
+            expect=((8, 1, "initialize_cache() is called after a computation ran on the XLA device (.item() on "
+                           "line 7): " + EFFECT),),
+        ),
+        Example(
+            HEADER + EXAMPLE_XM + "\n\ndef _mp_fn(index):\n    xm.rendezvous('start')\n"
+            "    xr.initialize_cache(f'/tmp/xla_cache_{index}')\n",
+            expect=((9, 5, "initialize_cache() is called after a computation ran on the XLA device "
+                           "(xm.rendezvous() on line 8): " + EFFECT),),
+            title="a rendezvous compiles a graph",
+        ),
+        Example(
+            HEADER + "import torch_xla.distributed.parallel_loader as pl\n\n\ndef train(model, loader, optimizer):\n"
+            "    device = torch_xla.device()\n    for x, y in pl.MpDeviceLoader(loader, device):\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+            "    xr.initialize_cache('/tmp/xla_cache')\n",
+            expect=((13, 5, "initialize_cache() is called after a computation ran on the XLA device (the loop over "
+                            "a device loader on line 9): " + EFFECT),),
+            title="after a training loop",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        calls = [ref.call for ref in ctx.get(SemanticModel).references
+                 if ref.call is not None and ref.qualname == INITIALIZE_CACHE]
+        if not calls:
+            return
+        flow = ctx.get(FlowFacts)
+        found = _Computations(ctx).found
+        for call in calls:
+            at = flow.place(call)
+            if at is None:
+                continue
+            earlier = [(node, what) for node, what, where in found
+                       if (node.lineno, node.col_offset) < (call.lineno, call.col_offset) and within(at, where)]
+            if earlier:
+                node, what = min(earlier, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+                yield self.diagnostic(ctx, call, (
+                    f"initialize_cache() is called after a computation ran on the XLA device ({what} on line "
+                    f"{node.lineno}): {EFFECT}"))
+
+
+class _Computations:
+    """Nodes of the file that surely compile and run a graph on the device, with how the message names them
+    and where they run."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.flow = ctx.get(FlowFacts)
+        self.tensors = ctx.get(TensorFacts)
+        self.regions = ctx.get(StepRegions)
+        self.found: List[Tuple[ast.AST, str, object]] = []
+        index = ctx.get(NodeIndex)
+        operations: Optional[List[Tuple[ast.AST, object]]] = None
+        for ref in ctx.get(SemanticModel).references:
+            call = ref.call
+            if call is None:
+                continue
+            spelled = ref.written_prefix(ref.qualname)
+            if ref.qualname in ALWAYS_COMPUTE or (
+                    ref.qualname == OPTIMIZER_STEP and is_constant(argument(call, 2, "barrier"), True)):
+                self._add(call, f"{spelled}()")
+            elif ref.qualname in SYNCS or (ref.qualname in STEP and self._with_item(call)):
+                if operations is None:
+                    operations = [(n, p) for n in index.of(ast.BinOp, ast.UnaryOp, ast.Call)
+                                  if self._computes(n, 0) for p in [self.flow.place(n)] if p is not None]
+                at = self.flow.place(call)
+                if at is not None and any(
+                        (n.lineno, n.col_offset) < (call.lineno, call.col_offset) and within(at, p)
+                        for n, p in operations) or (ref.qualname in STEP and self._body_computes(call)):
+                    label = f"with {spelled}()" if ref.qualname in STEP else f"{spelled}() after device operations"
+                    self._add(call, label)
+        for call in index.of(ast.Call):
+            func = call.func
+            if type(func) is ast.Attribute and func.attr in _HOST_READS and not call.args and \
+                    self._computes(func.value, 0):
+                self._add(call, f".{func.attr}()")
+            elif type(func) is ast.Name and func.id in _HOST_BUILTINS and len(call.args) == 1 and \
+                    self.flow.qualname(func) is None and self._computes(call.args[0], 0):
+                self._add(call, f"{func.id}()")
+            elif self._compiled(call):
+                self._add(call, f"the compiled {ast.unparse(func)}()")
+        for loop in index.of(*LOOPS):
+            iterable = getattr(loop, "iter", None)
+            if iterable is not None and self.tensors.yields_device(iterable) and \
+                    any(type(n) is ast.Call for stmt in loop.body for n in ast.walk(stmt)):
+                self._add(iterable, "the loop over a device loader")
+
+    def _add(self, node: ast.AST, what: str) -> None:
+        place = self.flow.place(node)
+        if place is not None:
+            self.found.append((node, what, place))
+
+    def _with_item(self, call: ast.Call) -> bool:
+        return any(type(w) in (ast.With, ast.AsyncWith) and any(i.context_expr is call for i in w.items)
+                   for w in self.ctx.get(NodeIndex).of(ast.With, ast.AsyncWith))
+
+    def _body_computes(self, call: ast.Call) -> bool:
+        for w in self.ctx.get(NodeIndex).of(ast.With, ast.AsyncWith):
+            if any(i.context_expr is call for i in w.items):
+                return any(self._computes(n, 0) for stmt in w.body for n in ast.walk(stmt)
+                           if type(n) in (ast.BinOp, ast.UnaryOp, ast.Call))
+        return False
+
+    def _computes(self, node: ast.AST, depth: int) -> bool:
+        """An operation on device tensors (not a transfer, a view or a factory), or a name given one."""
+        if depth > 3:
+            return False
+        if type(node) is ast.Name:
+            value = self.tensors.assigned_value(node)
+            return value is not None and self._computes(value, depth + 1)
+        if type(node) not in (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare) or self.tensors.kind(node) != DEVICE:
+            return False
+        if type(node) is ast.Call:
+            func = node.func
+            if type(func) is ast.Attribute and func.attr in _NOT_COMPUTING:
+                return False
+            if self.flow.qualname(func) in _FACTORIES:
+                return False
+        return True
+
+    def _compiled(self, call: ast.Call) -> bool:
+        """A call of a function traced by torch_xla.compile: ``f = torch_xla.compile(fn)`` then ``f(x)``,
+        or a function of the file decorated with it."""
+        func = call.func
+        if type(func) is ast.Name:
+            value = self.tensors.assigned_value(func)
+            if type(value) is ast.Call and self.regions.compile_kind(value) == COMPILED:
+                return True
+        compiled = self.regions.compiled_functions
+        return any(compiled.get(id(fn)) == COMPILED and any(
+            self.regions.compile_kind(d) == COMPILED for d in fn.decorator_list)
+            for fn in self.regions.local.targets(call))
