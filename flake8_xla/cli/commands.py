@@ -257,6 +257,18 @@ def _check_output_file(path: Optional[str]) -> None:
         raise UsageError(f"--output-file: {printable(path)} is a directory")
 
 
+def _write_report(report: str, output_file: Optional[str]) -> None:
+    """The report to --output-file, else to stdout."""
+    if output_file is None:
+        emit(report, sys.stdout)
+        return
+    try:
+        with open(output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(report)
+    except OSError as exc:
+        raise UsageError(f"--output-file: cannot write {printable(output_file)}: {exc.strerror or exc}") from None
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     _check_output_file(args.output_file)
     if args.add_noqa and "-" in args.paths:
@@ -282,15 +294,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = render_text(findings, show_source=args.show_source, color=color)
     else:
         report = RENDERERS[settings.output_format](findings)
-    if args.output_file:
-        try:
-            with open(args.output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(report)
-        except OSError as exc:
-            raise UsageError(f"--output-file: cannot write {printable(args.output_file)}: {exc.strerror or exc}") \
-                from None
-    else:
-        emit(report, sys.stdout)
+    _write_report(report, args.output_file)
     if args.statistics:
         emit(statistics(results), sys.stdout)
     for r in results:
@@ -358,15 +362,7 @@ def cmd_migrate_report(args: argparse.Namespace) -> int:
     errors = [f for r in results for f in r.findings if not f.diagnostic.code.startswith("XLA5")]
     for f in errors:  # unreadable files, syntax errors: the report would be silent about them
         emit(f"flake8-xla: {f.location}: {f.diagnostic.code} {f.diagnostic.message}\n", sys.stderr)
-    if args.output_file:
-        try:
-            with open(args.output_file, "w", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(text)
-        except OSError as exc:
-            raise UsageError(f"--output-file: cannot write {printable(args.output_file)}: {exc.strerror or exc}") \
-                from None
-    else:
-        emit(text, sys.stdout)
+    _write_report(text, args.output_file)
     return 0
 
 
