@@ -3,7 +3,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.fixing import Edit, Fix, FixSite
-from flake8_xla.migration.matching import TORCHTPU
+from flake8_xla.migration.matching import TORCHTPU, another_torch_tpu
 from flake8_xla.migration.table import internal_device_apis
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -19,7 +19,9 @@ class TorchTpuInternalDeviceApi(Rule):
         "`current_stream`, `device(...)` (on torch 2.11 and newer) and `initial_seed`, `get_rng_state` (on torch "
         "2.13 and newer), and names the `torch.accelerator` API TorchTPU says to use instead. The list is read "
         "from the wheel's annotations (`rules/torchtpu_internal_apis.json`, checked by "
-        "`tests/test_torchtpu_wheel.py`)."
+        "`tests/test_torchtpu_wheel.py`). A file that uses a `torch.tpu` name Google's TorchTPU does not have "
+        "(`torch.tpu.empty_cache`, `torch.tpu.memory_stats`) is another package's: sophgo/torch-tpu also installs "
+        "a `torch_tpu` with a `tpu` device, whose `torch.tpu.synchronize()` is public; it is left alone."
     )
     why_bad = (
         "Called from user code, an internal API raises `RuntimeError` on every call (torch-tpu 0.2.0, "
@@ -39,6 +41,8 @@ class TorchTpuInternalDeviceApi(Rule):
         Example("import torch\n\nif torch.accelerator.is_available():\n    torch.accelerator.synchronize()\n",
                 title="torch.accelerator"),
         Example("import torch\n\nname = torch.tpu.get_device_name()\n", title="a public (experimental) torch.tpu API"),
+        Example("import torch\nimport torch_tpu\n\ntorch.tpu.set_device(0)\ntorch.tpu.synchronize()\n"
+                "torch.tpu.empty_cache()\n", title="sophgo/torch-tpu's torch.tpu (empty_cache is not Google's)"),
     )
     invalid = (
         Example(
@@ -67,10 +71,16 @@ class TorchTpuInternalDeviceApi(Rule):
 
     def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
         internal = internal_device_apis()
-        for ref in ctx.get(SemanticModel).references:
+        model = ctx.get(SemanticModel)
+        foreign: Optional[bool] = None
+        for ref in model.references:
             api = internal.get(ref.qualname)
             if api is None or ref.is_import:
                 continue
+            if foreign is None:
+                foreign = another_torch_tpu(model) is not None
+            if foreign:
+                return
             call = ref.call
             random = api.prefer.startswith("torch.accelerator.random.")
             later = " (torch 2.14 and newer)" if random else ""

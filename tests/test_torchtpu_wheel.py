@@ -286,6 +286,15 @@ def test_internal_apis_file_is_what_the_wheel_says(report, broken, wheels, tmp_p
         "torch.tpu.synchronize", "torch.tpu.device", "torch.tpu.manual_seed"}
 
 
+def test_public_api_file_is_what_the_wheel_says(wheels) -> None:
+    assert tool.PUBLIC_API.read_text(encoding="utf-8") == tool.render_public_api(wheels[0]), (
+        "regenerate it: python tools/check_torchtpu.py --write-internal-apis")
+    data = json.loads(tool.PUBLIC_API.read_text(encoding="utf-8"))
+    assert data["torch.tpu.get_device_name"] == "experimental" and data["torch.tpu.ops"] == "module"
+    assert data["torch.tpu.synchronize"] == "internal" and "torch.tpu.empty_cache" not in data
+    assert sum(1 for stage in data.values() if stage != "module") == 71
+
+
 # --- the command line ------------------------------------------------------------------------------
 
 def test_cli_json_report(report, tmp_path) -> None:

@@ -55,6 +55,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "rules" / "torchtpu_migration.yaml"
 INTERNAL_APIS = ROOT / "rules" / "torchtpu_internal_apis.json"
+# every public torch.tpu name: XLA511 tells Google's torch.tpu from another package's (sophgo/torch-tpu)
+PUBLIC_API = ROOT / "rules" / "torchtpu_public_api.json"
 
 TPU_PROJECT, TPU_VERSION = "torch-tpu", "0.2.0"
 TORCH_VERSION = "2.13.0"  # the lowest torch the 0.2.0 glue supports (2.11-2.15) that this machine's pip has
@@ -1066,11 +1068,19 @@ def render_internal_apis(facts: dict) -> str:
     return json.dumps(internal_apis(facts), indent=2) + "\n"
 
 
+def render_public_api(facts: dict) -> str:
+    """Every public name of the wheel's API table (modules included) and its stage."""
+    names = {name: exp["stage"] for name, exp in facts["exports"].items()}
+    names.update({module: "module" for module in facts["modules"]})
+    return json.dumps(dict(sorted(names.items())), indent=2) + "\n"
+
+
 def run(cache: Path, table: Path = TABLE, write_internal_apis: bool = False) -> Tuple[Report, dict, Dict[str, float]]:
     facts, names, times = load_facts(cache)
     if write_internal_apis:
-        INTERNAL_APIS.write_text(render_internal_apis(facts), encoding="utf-8")
-        print(f"wrote {INTERNAL_APIS.relative_to(ROOT)}", file=sys.stderr)
+        for path, text in ((INTERNAL_APIS, render_internal_apis(facts)), (PUBLIC_API, render_public_api(facts))):
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
     t0 = time.monotonic()
     report = check(load_table(table), facts, names)
     save_facts(names)
@@ -1085,7 +1095,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--table", type=Path, default=TABLE, help="the migration table to check")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--write-internal-apis", action="store_true",
-                        help=f"regenerate {INTERNAL_APIS.relative_to(ROOT)} from the wheel")
+                        help=f"regenerate {INTERNAL_APIS.relative_to(ROOT)} and {PUBLIC_API.relative_to(ROOT)} "
+                             "from the wheel")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print every public name and its stage")
     args = parser.parse_args(argv)
     try:

@@ -13,7 +13,7 @@ from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, s
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
 from ..versions import MIGRATIONS
-from .table import EnvRow, MigrationRow, MigrationTable, migration_table
+from .table import EnvRow, MigrationRow, MigrationTable, migration_table, public_tpu_names
 
 TORCHTPU = MIGRATIONS[0]
 
@@ -140,6 +140,22 @@ def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> It
 
 
 def speaks_torchtpu(model: SemanticModel) -> bool:
-    """Whether the module is TorchTPU code: it imports ``torch_tpu`` or uses ``torch.tpu``."""
+    """Whether the module is TorchTPU code: it imports ``torch_tpu`` or uses ``torch.tpu``, and nothing
+    of ``torch.tpu`` it uses is foreign to Google's TorchTPU (see :func:`another_torch_tpu`)."""
     return any(ref.qualname == "torch_tpu" or ref.qualname.startswith(("torch_tpu.", "torch.tpu."))
-               for ref in model.references)
+               for ref in model.references) and another_torch_tpu(model) is None
+
+
+def another_torch_tpu(model: SemanticModel) -> Optional[str]:
+    """A ``torch.tpu`` name the module uses that Google's TorchTPU does not have (``torch.tpu.empty_cache``
+    of sophgo/torch-tpu, which installs a ``torch_tpu`` too), else None: such code is not TorchTPU's."""
+    public = public_tpu_names()
+    for ref in model.references:
+        name = ref.qualname
+        if name.startswith("torch.tpu.") and not ref.is_import:
+            parts = name.split(".")
+            prefixes = [".".join(parts[:cut]) for cut in range(3, len(parts))]
+            known = name in public or any(public.get(p, "module") != "module" for p in prefixes)  # EagerMode.X
+            if not known and not parts[2].startswith("_"):
+                return name
+    return None

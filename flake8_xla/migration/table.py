@@ -176,3 +176,12 @@ def internal_device_apis() -> Dict[str, InternalApi]:
     """The torch.tpu device APIs torch-tpu marks internal, read from the wheel by tools/check_torchtpu.py."""
     data = rule_units.read_data(os.path.join(rule_units.__path__[0], INTERNAL_FILE))
     return {name: InternalApi(entry["prefer"], entry["internal_when"]) for name, entry in data.items()}
+
+
+PUBLIC_FILE = "torchtpu_public_api.json"
+
+
+@functools.lru_cache(maxsize=None)
+def public_tpu_names() -> Dict[str, str]:
+    """Every public ``torch.tpu`` name of the torch-tpu wheel (modules too) and its stage."""
+    return dict(rule_units.read_data(os.path.join(rule_units.__path__[0], PUBLIC_FILE)))
