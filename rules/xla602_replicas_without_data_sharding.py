@@ -17,13 +17,13 @@ _DATASET, _SAMPLER, _BATCH_SAMPLER = 0, 3, 4
 # a dataset built with these words in it is split by process (by hand, or by a library that knows the rank)
 _SHARDING_WORD = re.compile(r"(?i)rank|ordinal|world_size|num_replicas|replica|process_index|num_processes|shard"
                             r"|split_dataset_by_node|node_split|nodesplitter|split_by_node|split_by_worker")
-# datasets that are iterated, not indexed: they split themselves, or cannot be split by a sampler
+# datasets that are iterated, not indexed: a sampler cannot split them (they split themselves, if at all)
 _ITERABLE_WORD = re.compile(r"(?i)iterable|stream|webdataset|\bwds\b|datapipe|IterDataPipe|shards?\b")
 _ITERABLE_BASES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
                              "datasets.IterableDataset", "torch.utils.data.IterDataPipe"})
 # loaders for evaluation: an unsharded one wastes time (every replica evaluates everything) but is right
-_EVALUATION = re.compile(r"(?i)val|test|eval|predict|infer|submission|score|metric|calib")
-_TRAINING = re.compile(r"(?i)train|tune|fit")
+_EVALUATION = re.compile(r"(?i)(?<![a-z])(val|test|eval|predict|infer|submission|calib)")
+_TRAINING = re.compile(r"(?i)train|tune|(?<![a-z])fit")
 # datasets indexed by a sampler: torchvision's, torch's wrappers, Hugging Face's (not streaming)
 _MAP_STYLE = frozenset({
     "torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset", "torch.utils.data.Subset",
@@ -89,11 +89,13 @@ class ReplicasWithoutDataSharding(Rule):
                 title="a single process"),
         Example(HEADER + "import torch_xla.runtime as xr\n\n\ndef _mp_fn(index):\n"
                 "    train_set = datasets.CIFAR10('/tmp/cifar', train=True, download=True)\n"
-                "    mine = torch.utils.data.Subset(train_set, range(xr.global_ordinal(), len(train_set), xr.world_size()))\n"
+                "    mine = torch.utils.data.Subset(\n"
+                "        train_set, range(xr.global_ordinal(), len(train_set), xr.world_size()))\n"
                 "    loader = DataLoader(mine, batch_size=64, drop_last=True)\n\n\n"
                 "torch_xla.launch(_mp_fn)\n",
                 title="a dataset split by hand"),
-        Example(HEADER + "def _mp_fn(index, config):\n    loader = DataLoader(build_dataset(config), batch_size=64, drop_last=True)\n"
+        Example(HEADER + "def _mp_fn(index, config):\n"
+                "    loader = DataLoader(build_dataset(config), batch_size=64, drop_last=True)\n"
                 "\n\ntorch_xla.launch(_mp_fn, args=(CONFIG,))\n",
                 title="a dataset from elsewhere: it may split itself, or be an IterableDataset"),
         Example(HEADER + "def _mp_fn(index):\n    val_set = datasets.MNIST('/tmp/mnist', train=False, download=True)\n"
@@ -174,7 +176,7 @@ class ReplicasWithoutDataSharding(Rule):
             if not _map_style(ctx, dataset, reached.passed, 0):
                 continue  # a dataset from elsewhere may split itself, or be iterable (no sampler possible)
             tree_parents = tree_parents if tree_parents is not None else parents(ctx.tree)
-            if _for_evaluation(ctx, call, owner, dataset, tree_parents) or _splits_itself(ctx, dataset) or \
+            if _for_evaluation(call, owner, dataset, tree_parents) or _splits_itself(ctx, dataset) or \
                     _rank_guarded(call, owner, tree_parents) or not _trained_on(call, owner, tree_parents):
                 continue
             yield self.diagnostic(ctx, call, (
@@ -255,16 +257,15 @@ class _Reached:
             self.why[key] = f"{head} {launched[key]}"
 
 
-def _for_evaluation(ctx: FileContext, call: ast.Call, owner: ast.AST, dataset: ast.AST,
-                    tree_parents: Dict[int, ast.AST]) -> bool:
+def _for_evaluation(call: ast.Call, owner: ast.AST, dataset: ast.AST, tree_parents: Dict[int, ast.AST]) -> bool:
     """Whether the loader's name, else its function, else its dataset says evaluation (the first of
     them that says either)."""
     parent = tree_parents.get(id(call))
     named = ""
-    if type(parent) is ast.Assign:
-        named = " ".join(ast.unparse(t) for t in parent.targets)
-    elif type(parent) in (ast.AnnAssign, ast.AugAssign) or type(parent) is ast.keyword:
-        named = ast.unparse(parent.target) if hasattr(parent, "target") else (parent.arg or "")
+    if type(parent) in (ast.Assign, ast.AnnAssign):
+        named = " ".join(ast.unparse(t) for t in getattr(parent, "targets", None) or [parent.target])
+    elif type(parent) is ast.keyword:
+        named = parent.arg or ""
     for said in (named, getattr(owner, "name", ""), ast.unparse(dataset)):
         if _TRAINING.search(said):
             return False
@@ -329,53 +330,28 @@ def _indexed_class(ctx: FileContext, name: str) -> bool:
 
 
 def _splits_itself(ctx: FileContext, dataset: ast.AST) -> bool:
-    """A dataset built with the rank (``ds[rank::world]``, ``ds.shard(...)``, ``split_dataset_by_node``),
-    or one that is iterated rather than indexed (an IterableDataset of the file, a stream)."""
+    """A dataset built with the rank or the world size (``Subset(ds, range(rank, n, world))``,
+    ``ds.shard(...)``, ``split_dataset_by_node``, ``ds[rank::world]``), followed a few names back."""
     tensors = ctx.get(TensorFacts)
     flow = ctx.get(FlowFacts)
     seen: Set[int] = set()
     frontier = [dataset]
-    for _ in range(4):  # follow names to what they were assigned, a few steps back
+    for _ in range(4):
         following = []
         for expr in frontier:
             if id(expr) in seen:
                 continue
             seen.add(id(expr))
-            text = ast.unparse(expr)
-            if _SHARDING_WORD.search(text) or _ITERABLE_WORD.search(text):
+            if _SHARDING_WORD.search(ast.unparse(expr)):
                 return True
             for node in ast.walk(expr):
                 if type(node) is ast.Subscript and type(node.slice) is ast.Slice and node.slice.step is not None:
-                    return True  # ds[rank::world_size]
-                if type(node) is ast.Call and _iterable_class(ctx, node.func):
                     return True
                 if type(node) is ast.Name and type(node.ctx) is ast.Load:
                     value = tensors.assigned_value(node) or flow.value_of(node)
                     if value is not None:
                         following.append(value)
         frontier = following
-    return False
-
-
-def _iterable_class(ctx: FileContext, func: ast.AST) -> bool:
-    """A class of the file that derives from an IterableDataset or defines ``__iter__`` and no ``__getitem__``."""
-    if type(func) is not ast.Name:
-        return ctx.get(FlowFacts).qualname(func) in _ITERABLE_BASES
-    local = ctx.get(StepRegions).local
-    cls = local.classes.get(func.id)
-    seen: Set[int] = set()
-    while cls is not None and id(cls) not in seen:
-        seen.add(id(cls))
-        methods = {stmt.name for stmt in cls.body if type(stmt) in _DEFS}
-        if "__iter__" in methods and "__getitem__" not in methods:
-            return True
-        following = None
-        for base in cls.bases:
-            if ctx.get(FlowFacts).qualname(base) in _ITERABLE_BASES or _ITERABLE_WORD.search(dotted(base) or ""):
-                return True
-            if type(base) is ast.Name and base.id in local.classes:
-                following = local.classes[base.id]
-        cls = following
     return False
 
 

@@ -99,7 +99,8 @@ class AllReduceResultDiscarded(Rule):
         Example(
             HEADER + "def report(loss):\n    xm.all_reduce('sum', loss.detach())\n",
             expect=((6, 5, "xm.all_reduce() of one tensor returns the reduced tensor and does not change its "
-                           "input: the result is discarded here; assign it (`total = xm.all_reduce(...)`)"),),
+                           "input: the result is discarded here; assign it (`reduced = xm.all_reduce(...)`) "
+                           "and use that"),),
             title="an expression: no fix",
         ),
     )
@@ -135,7 +136,7 @@ class AllReduceResultDiscarded(Rule):
                 yield self.diagnostic(ctx, call, message), _list_fix(inputs)
             else:
                 message = (f"{spelled}() of one tensor returns the reduced tensor and does not change its input: "
-                           f"the result is discarded here; assign it (`total = {spelled}(...)`)")
+                           f"the result is discarded here; assign it (`reduced = {spelled}(...)`) and use that")
                 yield self.diagnostic(ctx, call, message), None
 
 
@@ -172,8 +173,7 @@ def _tensor_parameter(ctx: FileContext, name: ast.Name) -> bool:
     if param is None or param.annotation is None:
         return False
     annotation = param.annotation
-    if ctx.get(FlowFacts).qualname(annotation) != "torch.Tensor" and \
-            not (type(annotation) is ast.Attribute and annotation.attr == "Tensor" and dotted(annotation) == "torch.Tensor"):
+    if ctx.get(FlowFacts).qualname(annotation) != "torch.Tensor" and dotted(annotation) != "torch.Tensor":
         return False
     return not any(type(n) is ast.Name and n.id == name.id and type(n.ctx) is not ast.Load
                    for n in walk(scope.body, _SCOPES))

@@ -1,12 +1,12 @@
 """XLA604 cache-initialized-after-computation."""
 import ast
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.flow import FlowFacts, argument, is_constant, within
 from flake8_xla.analysis.fsdp import EXAMPLE_XM, EXAMPLE_XR
 from flake8_xla.analysis.loops import COMPILED, LOOPS, SYNCS, StepRegions
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, parents
 from flake8_xla.analysis.tensors import DEVICE, TensorFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -46,7 +46,8 @@ class CacheInitializedAfterComputation(Rule):
         "`xm.mark_step()` / `with torch_xla.step():` after an operation on device tensors, and reading a computed "
         "device value on the host (`.item()`, `.tolist()`, `.numpy()`, `.cpu()`, `float()`, `print()`). Taking "
         "the device, creating tensors on it or moving a model there does not count: none of them compiles "
-        "anything, and the cache can still be set up after them. Code in other functions is not followed."
+        "anything, and the cache can still be set up after them. Code in other functions is not followed, and a "
+        "call under `if not torch_xla._XLAC._xla_computation_cache_is_initialized():` is not reported."
     )
     why_bad = (
         "The persistent compilation cache is read from the environment when the runtime creates its "
@@ -72,9 +73,14 @@ class CacheInitializedAfterComputation(Rule):
         Example(HEADER + EXAMPLE_XM + "\ndef warm_up():\n    xm.rendezvous('ready')\n\n\n"
                 "def main():\n    xr.initialize_cache('/tmp/xla_cache')\n    warm_up()\n",
                 title="another function: its order is not followed"),
-        Example(HEADER + "\ndevice = torch_xla.device()\nif debug:\n    print((torch.ones(3, device=device) + 1).cpu())\n"
+        Example(HEADER + "\ndevice = torch_xla.device()\nif debug:\n"
+                "    print((torch.ones(3, device=device) + 1).cpu())\n"
                 "xr.initialize_cache('/tmp/xla_cache')\n",
                 title="a computation in a branch that may not run"),
+        Example(HEADER + EXAMPLE_XM + "\nxm.rendezvous('start')\n"
+                "if not torch_xla._XLAC._xla_computation_cache_is_initialized():\n"
+                "    xr.initialize_cache('/tmp/xla_cache')\n",
+                title="a program that checks first"),
     )
     invalid = (
         Example(
@@ -108,9 +114,10 @@ class CacheInitializedAfterComputation(Rule):
             return
         flow = ctx.get(FlowFacts)
         found = _Computations(ctx).found
+        tree_parents = parents(ctx.tree)
         for call in calls:
             at = flow.place(call)
-            if at is None:
+            if at is None or _checked_first(call, tree_parents):
                 continue
             earlier = [(node, what) for node, what, where in found
                        if (node.lineno, node.col_offset) < (call.lineno, call.col_offset) and within(at, where)]
@@ -119,6 +126,16 @@ class CacheInitializedAfterComputation(Rule):
                 yield self.diagnostic(ctx, call, (
                     f"initialize_cache() is called after a computation ran on the XLA device ({what} on line "
                     f"{node.lineno}): {EFFECT}"))
+
+
+def _checked_first(call: ast.Call, tree_parents: Dict[int, ast.AST]) -> bool:
+    """Under ``if not torch_xla._XLAC._xla_computation_cache_is_initialized():``: the program knows."""
+    node = tree_parents.get(id(call))
+    while node is not None:
+        if type(node) in (ast.If, ast.IfExp) and "computation_cache_is_initialized" in ast.unparse(node.test):
+            return True
+        node = tree_parents.get(id(node))
+    return False
 
 
 class _Computations:
