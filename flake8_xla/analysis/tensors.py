@@ -843,6 +843,26 @@ class TensorFacts:
         return qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant and \
             str(node.args[0].value).split(":")[0] == "xla"
 
+    def xla_device_value(self, node: Optional[ast.expr]) -> Optional[ast.expr]:
+        """The expression that makes ``node`` the XLA device for sure: ``node`` itself when it is
+        ``torch_xla.device()`` / ``xm.xla_device()`` / ``torch.device("xla")`` / ``"xla:0"``, or the
+        value of the one plain assignment of a name that gave it one, or, for a plain function's
+        parameter, what every call of it in the file passes when that is the XLA device; else None
+        (a conditional expression such as ``torch_xla.device() if tpu else "cuda"`` included)."""
+        if type(node) is ast.Name:
+            value = self.assigned_value(node)
+            if value is None and ("xla-device", id(node)) not in self._busy:
+                self._busy.add(("xla-device", id(node)))
+                try:
+                    found = [self.xla_device_value(v) for v in self._parameter_values(node)]
+                finally:
+                    self._busy.discard(("xla-device", id(node)))
+                return found[0] if found and all(f is not None for f in found) else None
+            node = value
+        if type(node) is ast.Constant:
+            return node if isinstance(node.value, str) and node.value.split(":")[0] == "xla" else None
+        return node if type(node) is ast.Call and self._xla_device(node) else None
+
     def _on_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``, or a name given one of those."""
         if type(node) is ast.Name:

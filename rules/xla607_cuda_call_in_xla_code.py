@@ -1,0 +1,409 @@
+"""XLA607 cuda-call-in-xla-code."""
+import ast
+import functools
+from typing import Dict, Iterator, List, NamedTuple, Optional
+
+from flake8_xla.analysis.backends import on_xla
+from flake8_xla.analysis.flow import FlowFacts, argument, dotted, is_constant
+from flake8_xla.analysis.loops import STEP_MARKERS, SYNCS, StepRegions
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex, parents, walk
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.versions import Version
+
+# calls that exist only on a host with a CUDA driver: they raise on a TPU VM
+RAISING = frozenset("torch.cuda." + n for n in (
+    "synchronize", "set_device", "current_device", "current_stream", "default_stream", "Stream", "stream",
+    "ipc_collect", "reset_peak_memory_stats", "get_device_name", "get_device_properties", "mem_get_info"))
+EMPTY_CACHE = "torch.cuda.empty_cache"
+# autocast for CUDA: ``torch.cuda.amp.autocast()`` takes no device; the others take it first
+CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
+CUDA_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
+SCALER = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})  # device defaults to "cuda"
+# what makes a scope run on XLA: the device, a sync, an XLA optimizer step, a device loader
+XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device",
+                              "xla_compat.device", "xla_compat.runtime.device"})
+XLA_ONLY_CALLS = XLA_DEVICE_CALLS | SYNCS | STEP_MARKERS | frozenset({
+    "torch_xla.distributed.parallel_loader.MpDeviceLoader", "torch_xla.distributed.parallel_loader.ParallelLoader"})
+# XLA:CUDA ran torch.autocast("cuda") on XLA tensors until it was removed
+_XLA_CUDA_REMOVED = Version(2, 9)
+_SORTED = Version(2, 5)  # torch_xla.sync(wait=...)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+RAISES = ("on a host without CUDA (a TPU VM) it raises (RuntimeError \"Found no NVIDIA driver on your system\"; with "
+          "a CPU build of torch, AssertionError \"Torch not compiled with CUDA enabled\")")
+
+HEADER = "import torch\nimport torch_xla\n\n"
+TRAIN = ("def train(loader):\n    device = torch_xla.device()\n    model = Net().to(device)\n"
+         "    optimizer = torch.optim.AdamW(model.parameters())\n")
+
+
+def _is_cuda_text(node: Optional[ast.AST]) -> bool:
+    """``"cuda"``, ``"cuda:0"`` or ``torch.device("cuda")`` written out."""
+    if type(node) is ast.Constant:
+        return isinstance(node.value, str) and node.value.split(":")[0] == "cuda"
+    return type(node) is ast.Call and len(node.args) >= 1 and not node.keywords and \
+        (dotted(node.func) or "").endswith("device") and _is_cuda_text(node.args[0])
+
+
+class CudaUse(NamedTuple):
+    node: ast.AST
+    label: str  # how the message names it
+    effect: str  # what it does on XLA
+    instead: str
+
+
+class Evidence(NamedTuple):
+    node: ast.AST
+    label: str
+
+
+class CudaCallInXlaCode(Rule):
+    code = "XLA607"
+    name = "cuda-call-in-xla-code"
+    summary = "A CUDA call (.cuda(), torch.cuda.*, CUDA autocast or GradScaler) in code that runs on the XLA device"
+    what_it_does = (
+        "Flags CUDA calls in a function (or a script's top level) that provably runs on the XLA device: "
+        "`.cuda()`, `.to(\"cuda\")`, `device=\"cuda\"`, `torch.cuda.synchronize()` and the other `torch.cuda` "
+        "calls that need a driver (`set_device`, `current_device`, `current_stream`, `Stream`, "
+        "`get_device_name`, `mem_get_info`, ...), `torch.cuda.empty_cache()`, and, on torch_xla 2.9 and newer "
+        "(XLA:CUDA is gone), `torch.cuda.amp.autocast()` / `torch.autocast(\"cuda\")` and "
+        "`torch.cuda.amp.GradScaler()` / `torch.amp.GradScaler(\"cuda\")`. Provably means: the same scope "
+        "gets the XLA device (`torch_xla.device()`, `xm.xla_device()`, `torch.device(\"xla\")`, or a name "
+        "assigned one of those), syncs the graph, steps the optimizer with `xm.optimizer_step` or wraps a loader "
+        "in `MpDeviceLoader`, and both that and the CUDA call run whenever the scope does: neither sits under an "
+        "`if`/`else` (except one that tests for XLA, such as `if xm.xla_device_hw(d) == 'TPU':`, or a "
+        "periodic `if step % n == 0:`), an `except` handler, a `try` with handlers, a conditional expression, "
+        "`and`/`or`, a lambda, or a branch that never runs on XLA (`if torch.cuda.is_available():`, "
+        "flash-attention and apex code). Multi-backend code (`if args.tpu: ... else: ...`, a device passed in "
+        "by the caller, `device = xm.xla_device() if use_tpu else 'cuda'`, `enabled=use_amp`) and library "
+        "code that never names the XLA device are left alone, and so are CUDA queries that only return a value "
+        "(`torch.cuda.is_available()`, `device_count()`, `memory_allocated()`, `manual_seed()`)."
+    )
+    why_bad = (
+        "XLA tensors live on the XLA device; CUDA calls talk to a native CUDA device that a TPU host does not "
+        "have, and XLA:CUDA was removed in torch_xla 2.9. Measured on torch_xla 2.9 (CPU, no GPU): "
+        "`torch.cuda.synchronize()`, `x.cuda()`, `torch.zeros(2, device='cuda')` and `torch.cuda.set_device(0)` "
+        "raise `RuntimeError: Found no NVIDIA driver on your system` (with the CPU build of torch that TPU VMs often "
+        "use, CUDA initialization raises `AssertionError: Torch not compiled with CUDA enabled` instead, "
+        "torch/cuda/__init__.py); `torch.cuda.empty_cache()` returns and does "
+        "nothing; inside `torch.cuda.amp.autocast()` or `torch.autocast('cuda')` a matmul of XLA tensors stays "
+        "float32 (the CUDA autocast keys never see XLA tensors) and `torch.autocast('cuda', "
+        "dtype=torch.bfloat16)` raises `RuntimeError: Current CUDA Device does not support bfloat16`; "
+        "`torch.cuda.amp.GradScaler()` stays enabled (an installed torch_xla counts as 'AMP may be available'), "
+        "scales the loss, and each `scaler.step()` reads the inf check on the host: 5 steps gave 5 "
+        "`aten::_local_scalar_dense` and 10 graph executions instead of 5. bfloat16 on TPU needs no loss "
+        "scaling. Before 2.9, `torch.autocast('cuda')` was how XLA:GPU ran AMP, so the autocast and GradScaler "
+        "reports start with target 2.9."
+    )
+    fix_safety = "No automatic fix: what replaces a CUDA call (the XLA device, a sync, nothing) depends on its purpose."
+    references = (
+        "https://github.com/pytorch/xla/blob/v2.9.0/docs/source/perf/amp.md",
+        "https://github.com/pytorch/pytorch/issues/115900",
+        "https://github.com/pytorch/xla/issues/9295",
+    )
+    valid = (
+        Example(HEADER + TRAIN + "    for batch, target in loader:\n"
+                "        with torch.autocast('xla', dtype=torch.bfloat16):\n"
+                "            loss = loss_fn(model(batch.to(device)), target.to(device))\n"
+                "        loss.backward()\n        optimizer.step()\n        torch_xla.sync()\n",
+                title="XLA autocast, no scaler"),
+        Example(HEADER + "def train(loader, args):\n"
+                "    if torch.cuda.is_available():\n        device = torch.device('cuda')\n"
+                "        torch.cuda.synchronize()\n    else:\n        device = torch_xla.device()\n"
+                "    model = Net().to(device)\n",
+                title="multi-backend code: the CUDA call is on the CUDA branch"),
+        Example(HEADER + "def train(loader, args):\n    device = torch_xla.device()\n"
+                "    scaler = torch.cuda.amp.GradScaler(enabled=args.fp16)\n"
+                "    if args.fp16:\n        torch.cuda.empty_cache()\n",
+                title="under a flag: may never run on XLA"),
+        Example(HEADER + "def evaluate(model, device):\n    model.cuda()\n    torch.cuda.synchronize()\n",
+                title="library code: the device comes from the caller"),
+        Example(HEADER + "device = torch_xla.device()\n\n\ndef to_gpu(x):\n    return x.cuda()\n",
+                title="another function that never names the XLA device"),
+        Example(HEADER + "def train(loader):\n    device = torch_xla.device()\n"
+                "    with torch.cuda.amp.autocast():\n        loss = model(batch)\n", target="2.8",
+                title="before 2.9, XLA:GPU ran CUDA autocast"),
+    )
+    invalid = (
+        Example(
+            HEADER + TRAIN + "    scaler = torch.cuda.amp.GradScaler()\n    for batch, target in loader:\n"
+            "        with torch.cuda.amp.autocast():\n"
+            "            loss = loss_fn(model(batch.to(device)), target.to(device))\n"
+            "        scaler.scale(loss).backward()\n        scaler.step(optimizer)\n        scaler.update()\n"
+            "        torch_xla.sync()\n",
+            expect=(
+                (8, 14, "torch.cuda.amp.GradScaler() in code that runs on the XLA device (`torch_xla.device()`, "
+                        "line 5): it stays enabled on XLA and every scaler.step() reads its inf check on the host, "
+                        "one more graph execution per step; bfloat16 on TPU needs no loss scaling: drop the scaler "
+                        "(and use torch.autocast('xla', dtype=torch.bfloat16))"),
+                (10, 14, "torch.cuda.amp.autocast() in code that runs on the XLA device (`torch_xla.device()`, "
+                         "line 5): CUDA autocast does not apply to XLA tensors, their ops stay float32; use "
+                         "torch.autocast('xla', dtype=torch.bfloat16)"),
+            ),
+            title="CUDA AMP in an XLA training loop",
+        ),
+        Example(
+            HEADER + "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\n"
+            "model = Net().cuda()\nx = torch.zeros(8, 4, device='cuda')\nfor step in range(10):\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"
+            "    torch.cuda.synchronize()\n    torch.cuda.empty_cache()\n",
+            expect=(
+                (7, 9, "Net().cuda() in code that runs on the XLA device (`xm.xla_device()`, line 6): " + RAISES +
+                       ", and XLA:CUDA was removed in torch_xla 2.9; use .to(device) with the XLA device"),
+                (8, 5, "device='cuda' in code that runs on the XLA device (`xm.xla_device()`, line 6): " + RAISES +
+                       ", and XLA:CUDA was removed in torch_xla 2.9; use the XLA device (device=torch_xla.device())"),
+                (13, 5, "torch.cuda.synchronize() in code that runs on the XLA device (`xm.xla_device()`, line 6): " +
+                        RAISES + ", and XLA:CUDA was removed in torch_xla 2.9; use torch_xla.sync(wait=True) to run "
+                                 "the pending graph and wait for the device"),
+                (14, 5, "torch.cuda.empty_cache() in code that runs on the XLA device (`xm.xla_device()`, line 6): "
+                        "it does nothing there, XLA frees device memory when its tensors are freed; remove it"),
+            ),
+            title="a script",
+        ),
+    )
+
+    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
+        uses = list(self._uses(ctx))
+        if not uses:
+            return
+        judge = _Judge(ctx)
+        for use in uses:
+            if not judge.unconditional(use.node, xla_branches=True, periodic=True):
+                continue
+            evidence = judge.evidence(ctx.get(NodeIndex).scope_of(use.node))
+            if evidence is None:
+                continue
+            line = ctx.column(evidence.node)[0]
+            yield self.diagnostic(ctx, use.node, (
+                f"{use.label} in code that runs on the XLA device (`{evidence.label}`, line {line}): "
+                f"{use.effect}; {use.instead}"))
+
+    def _uses(self, ctx: FileContext) -> Iterator[CudaUse]:
+        sync = "torch_xla.sync(wait=True)" if ctx.target.version >= _SORTED else \
+            "xm.mark_step() and xm.wait_device_ops()"
+        amp = ctx.target.version >= _XLA_CUDA_REMOVED
+        raises = RAISES + (", and XLA:CUDA was removed in torch_xla 2.9" if amp else "")
+        for ref in ctx.get(SemanticModel).references:
+            call = ref.call
+            if ref.is_import or call is None:
+                continue
+            name, label = ref.qualname, f"{ref.written_prefix(ref.qualname)}()"
+            if name in RAISING:
+                instead = f"use {sync} to run the pending graph and wait for the device" \
+                    if name.endswith("synchronize") else "torch_xla picks each process's device itself: " \
+                    "use torch_xla.device() (xm.xla_device_hw(device) names its kind)"
+                yield CudaUse(call, label, raises, instead)
+            elif name == EMPTY_CACHE:
+                yield CudaUse(call, label, "it does nothing there, XLA frees device memory when its tensors are freed",
+                              "remove it")
+            elif not amp or not _enabled(call):
+                continue
+            elif name in CUDA_AUTOCAST or name in AUTOCAST and _is_cuda_text(argument(call, 0, "device_type")):
+                if name in AUTOCAST:
+                    label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device_type'))})"
+                yield CudaUse(call, label, _autocast_effect(call),
+                              "use torch.autocast('xla', dtype=torch.bfloat16)")
+            elif name in CUDA_SCALER or name in SCALER and _cuda_or_default(argument(call, 0, "device")):
+                if name in SCALER and argument(call, 0, "device") is not None:
+                    label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device'))})"
+                yield CudaUse(call, label, "it stays enabled on XLA and every scaler.step() reads its inf check on "
+                              "the host, one more graph execution per step",
+                              "bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
+                              "torch.autocast('xla', dtype=torch.bfloat16))")
+        flow = ctx.get(FlowFacts)
+        for call in ctx.get(NodeIndex).of(ast.Call):
+            func = call.func
+            if type(func) is ast.Attribute and flow.qualname(func) is None:
+                if func.attr == "cuda" and len(call.args) <= 1 and flow.qualname(func.value) is None:
+                    effect = raises if not _empty_loss(func.value, flow) else (
+                        "the loss holds no tensors, so it does nothing yet; given a weight it raises on a host "
+                        "without CUDA (a TPU VM)")
+                    yield CudaUse(call, f"{_short(func.value)}.cuda()", effect, "use .to(device) with the XLA device")
+                    continue
+                if func.attr == "to" and call.args and _is_cuda_text(call.args[0]):
+                    yield CudaUse(call, f".to({ast.unparse(call.args[0])})", raises,
+                                  "use .to(device) with the XLA device")
+                    continue
+            for keyword in call.keywords:
+                if keyword.arg == "device" and _is_cuda_text(keyword.value):
+                    yield CudaUse(call, f"device={ast.unparse(keyword.value)}", raises,
+                                  "use the XLA device (device=torch_xla.device())")
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    if len(text) <= 40 and "\n" not in text:
+        return text
+    return f"{_short(node.func)}(...)" if type(node) is ast.Call else "..."
+
+
+def _empty_loss(node: ast.AST, flow: FlowFacts) -> bool:
+    """``nn.BCEWithLogitsLoss(reduction='mean')``: a torch.nn loss built without a tensor (no weight)."""
+    if type(node) is not ast.Call:
+        return False
+    qualname = flow.qualname(node.func) or ""
+    return qualname.startswith("torch.nn.") and qualname.endswith("Loss") and not node.args and \
+        all(type(k.value) is ast.Constant for k in node.keywords)
+
+
+def _enabled(call: ast.Call) -> bool:
+    """Not ``enabled=False`` nor ``enabled=<flag>``: the default, or ``enabled=True``."""
+    value = next((k.value for k in call.keywords if k.arg == "enabled"), None)
+    return value is None or is_constant(value, True)
+
+
+def _cuda_or_default(device: Optional[ast.AST]) -> bool:
+    return device is None or _is_cuda_text(device)
+
+
+def _autocast_effect(call: ast.Call) -> str:
+    dtype = dotted(next((k.value for k in call.keywords if k.arg == "dtype"), None)) or ""
+    if dtype.endswith("bfloat16"):
+        return ("CUDA autocast does not apply to XLA tensors, and with dtype=torch.bfloat16 and no GPU it raises "
+                "RuntimeError (\"Current CUDA Device does not support bfloat16\")")
+    return "CUDA autocast does not apply to XLA tensors, their ops stay float32"
+
+
+class _Judge:
+    """Where code surely runs in its scope, and which scopes surely run on the XLA device."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.flow: FlowFacts = ctx.get(FlowFacts)
+        self.index: NodeIndex = ctx.get(NodeIndex)
+        self._evidence: Dict[int, Optional[Evidence]] = {}
+
+    @functools.cached_property
+    def parents(self) -> Dict[int, ast.AST]:
+        return parents(self.ctx.tree)
+
+    @functools.cached_property
+    def never(self) -> set:
+        return self.ctx.get(StepRegions).never_on_xla
+
+    @functools.cached_property
+    def statements(self) -> Dict[int, ast.AST]:
+        return {id(n): n for n in self.index.of(ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Match)
+                if n is not None}
+
+    def unconditional(self, node: ast.AST, xla_branches: bool = False, periodic: bool = False) -> bool:
+        """Whether ``node`` runs whenever its scope does and the scope runs on XLA: no branch,
+        handler, guarded try, conditional expression, ``and``/``or`` or lambda between them, except
+        (``xla_branches``) the body of a test that holds on XLA (``if xm.xla_device_hw(d) == 'TPU':``)
+        and (``periodic``) of ``if step % n == 0:``; not after a branch that leaves the scope on XLA
+        (``if args.tpu: ...; return``); and never in code that does not run on XLA."""
+        if id(node) in self.never:
+            return False
+        place = self.flow.place(node)
+        if place is None:
+            return False
+        for key, block in place.branches:
+            stmt = self.statements.get(key)
+            if type(stmt) is not ast.If or not (xla_branches and _holds_on_xla(stmt, block, periodic)):
+                return False
+        child, parent = node, self.parents.get(id(node))
+        while parent is not None and type(parent) not in _DEFS:
+            kind = type(parent)
+            if isinstance(child, ast.stmt) and _left_on_xla(_block_before(parent, child)):
+                return False  # `if args.tpu: ... return` (or `assert torch.cuda.is_available()`) before it
+            if kind is ast.IfExp and child is not parent.test or kind is ast.BoolOp and child is not parent.values[0]:
+                return False
+            if kind is ast.comprehension and child in parent.ifs:
+                return False
+            if kind in (ast.Try, getattr(ast, "TryStar", ast.Try)) and parent.handlers and \
+                    any(child is s for s in parent.body):
+                return False
+            child, parent = parent, self.parents.get(id(parent))
+        return parent is None or not _left_on_xla(_block_before(parent, child))
+
+    def evidence(self, scope: ast.AST) -> Optional[Evidence]:
+        """What makes ``scope`` run on the XLA device, found once per scope: an XLA-only call in it
+        (the device, a sync, xm.optimizer_step, a device loader), ``"xla"`` as a device, or a name
+        given the XLA device, each running whenever the scope does."""
+        key = id(scope)
+        if key not in self._evidence:
+            self._evidence[key] = self._find(scope)
+        return self._evidence[key]
+
+    def _find(self, scope: ast.AST) -> Optional[Evidence]:
+        tensors = self.ctx.get(TensorFacts)
+        body = scope.body if type(scope) is not ast.Lambda else [scope.body]
+        nodes = [n for n in walk(body, _DEFS) if type(n) in (ast.Call, ast.Name)]
+        for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
+            kind = type(node)
+            if kind is ast.Call:
+                if _names_xla(self.flow.qualname(node.func), node, tensors) and self.unconditional(node):
+                    return Evidence(node, _spelled(node))
+            elif kind is ast.Name and type(node.ctx) is ast.Load and self.flow.qualname(node) is None:
+                value = tensors.xla_device_value(node)
+                if value is not None and self.unconditional(node) and self.unconditional(value):
+                    return Evidence(value, _spelled(value))
+        return None
+
+
+def _names_xla(qualname: Optional[str], call: ast.Call, tensors: TensorFacts) -> bool:
+    """An XLA-only call, ``torch.device("xla")``, ``.to("xla")`` or ``torch.<factory>(..., device="xla")``."""
+    if qualname in XLA_ONLY_CALLS:
+        return True
+    first = call.args[0] if call.args else None
+    if (qualname == "torch.device" or qualname is None and type(call.func) is ast.Attribute and call.func.attr == "to") \
+            and type(first) is ast.Constant and tensors.xla_device_value(first) is not None:
+        return True
+    # device="xla" given to torch (a factory); the project's own functions may take either device on purpose
+    return (qualname or "").startswith("torch.") and any(
+        k.arg == "device" and type(k.value) is ast.Constant and tensors.xla_device_value(k.value) is not None
+        for k in call.keywords)
+
+
+def _holds_on_xla(stmt: ast.If, block: object, periodic: bool) -> bool:
+    """Whether the block of ``stmt`` runs on XLA whenever the ``if`` is reached there: the body of a
+    test that holds on XLA, the ``else`` of one that never does, or (``periodic``) the body of
+    ``if step % n == 0:``."""
+    xla = on_xla(stmt.test)
+    if xla is True and block == "body" or xla is False and block == "orelse":
+        return True
+    return periodic and block == "body" and any(type(n) is ast.BinOp and type(n.op) is ast.Mod
+                                                for n in walk([stmt.test]))
+
+
+def _block_before(parent: ast.AST, child: ast.stmt) -> List[ast.stmt]:
+    """The statements before ``child`` in the block of ``parent`` that holds it."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if type(block) is list:
+            for position, stmt in enumerate(block):
+                if stmt is child:
+                    return block[:position]
+    return []
+
+
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _left_on_xla(before: List[ast.stmt]) -> bool:
+    """Whether one of ``before`` leaves the block on XLA: ``if <holds on XLA>: ... return`` (raise,
+    continue, break, sys.exit()), or ``assert torch.cuda.is_available()``."""
+    for stmt in before:
+        if type(stmt) is ast.If and on_xla(stmt.test) is True and not stmt.orelse and _exits(stmt.body[-1]):
+            return True
+        if type(stmt) is ast.Assert and on_xla(stmt.test) is False:
+            return True
+    return False
+
+
+def _exits(stmt: ast.stmt) -> bool:
+    if type(stmt) in _EXITS:
+        return True
+    value = getattr(stmt, "value", None)
+    return type(stmt) is ast.Expr and type(value) is ast.Call and \
+        (dotted(value.func) or "") in ("sys.exit", "exit", "quit", "os._exit")
+
+
+def _spelled(call: ast.AST) -> str:
+    text = ast.unparse(call)
+    if len(text) > 40 or "\n" in text:
+        text = ast.unparse(call.func) + "(...)" if type(call) is ast.Call else "..."
+    return text
+
