@@ -188,7 +188,7 @@ def test_fix_stdin_prints_the_fixed_source(project, capsys, monkeypatch) -> None
     code, out, err = run(capsys, "fix", "--stdin-filename", "pkg/mod.py", "-")
     assert (code, out) == (1, "import torch_xla.core.xla_model as xm\n" + FIXED + "xm.rendezvous('init')\n")
     # stdout holds the code, stderr the diagnostic left (rendezvous: an unsafe fix only)
-    assert err.startswith("pkg/mod.py:5:1: XLA102 xm.rendezvous() is deprecated since torch_xla 2.8")
+    assert err.startswith("pkg/mod.py:5:1: XLA103 xm.rendezvous() is planned for removal")
     assert "Fixed 1 issue in 1 file (XLA102 x1)" in err
     feed_stdin(monkeypatch, "x = 1\r\n")
     assert run(capsys, "fix", "-") == (0, "x = 1\r\n", "Fixed 0 issues in 0 files.\n")  # unchanged, byte for byte

@@ -396,7 +396,7 @@ def test_flake8_json_reports_the_fixability_the_cli_reports(tmp_path) -> None:
                            "--xla-target-version=2.9", "--format=json", "file.py"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert ours.returncode == 1, ours.stderr
-    expected = [(2, "XLA102", True), (3, "XLA101", True), (4, "XLA102", False), (5, "XLA103", False)]
+    expected = [(2, "XLA102", True), (3, "XLA101", True), (4, "XLA103", False), (5, "XLA103", False)]
     assert [(f["line"], f["code"], f["fixable"]) for f in json.loads(ours.stdout)] == expected
     for jobs in ("-j1", "-j2"):  # the fix marks travel from flake8's worker processes
         theirs = flake8("--format=xla-json", jobs, "file.py", "file.py", cwd=tmp_path)
@@ -413,14 +413,16 @@ def test_flake8_sarif_and_statistics_carry_no_fix_mark(tmp_path) -> None:
     result = flake8("--format=xla-sarif", "--statistics", "file.py", cwd=tmp_path)
     results = json.loads(result.stdout)["runs"][0]["results"]
     assert [(r["ruleId"], r["properties"]["fixable"]) for r in results] == [
-        ("XLA102", True), ("XLA101", True), ("XLA102", False), ("XLA103", False), ("F401", False)]
+        ("XLA102", True), ("XLA101", True), ("XLA103", False), ("XLA103", False), ("F401", False)]
     assert results[0]["message"]["text"] == MARK_STEP_MSG
-    assert f"2     XLA102 {MARK_STEP_MSG}" in result.stderr.splitlines()  # with xm.rendezvous()
+    assert f"1     XLA102 {MARK_STEP_MSG}" in result.stderr.splitlines()
+    assert "2     XLA103 xm.rendezvous() is planned for removal" in result.stderr  # with xm.unlazy()
 
 
 def test_plain_flake8_output_has_no_fix_mark(tmp_path) -> None:
     (tmp_path / "file.py").write_text(PARITY_SOURCE)
-    result = flake8("--select=XLA102", "file.py", cwd=tmp_path)
-    assert result.stdout == (f"file.py:2:1: XLA102 {MARK_STEP_MSG}\n"
-                             "file.py:4:1: XLA102 xm.rendezvous() is deprecated since torch_xla 2.8; "
-                             "use torch.distributed.barrier()\n")
+    result = flake8("--select=XLA102,XLA103", "file.py", cwd=tmp_path)
+    assert result.stdout.splitlines()[:2] == [
+        f"file.py:2:1: XLA102 {MARK_STEP_MSG}",
+        "file.py:4:1: XLA103 xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not "
+        "deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier()"]

@@ -43,7 +43,7 @@ TABLE = {
     "import torch_xla.distributed.xla_dist": ("XLA104",) * 5,
     OS + "os.environ['XLA_USE_FP16'] = '1'": (None, "XLA106", "XLA106", "XLA106", "XLA106"),
     OS + "os.environ['PJRT_DEVICE'] = 'CUDA'": ("XLA106", None, None, "XLA106", "XLA106"),  # 2.1 takes only GPU
-    XM + "xm.rendezvous('init')": ("XLA103",) * 3 + ("XLA102",) * 2,  # planned; warns from 2.8
+    XM + "xm.rendezvous('init')": ("XLA103",) * 5,  # planned (from 2.8 it warns through xla_device())
     XM + "xm.get_memory_info()": ("XLA105", "XLA105", None, "XLA105", "XLA105"),  # device required < 2.5
     "import torch_xla\ntorch_xla.compile(f, max_different_graphs=2)": ("XLA105",) * 3 + (None,) * 2,
     "import torch_xla\ntorch_xla.compile(f, num_different_graphs_allowed=2)": (None,) * 3 + ("XLA105",) * 2,
