@@ -136,8 +136,8 @@ def test_target_origin_from_the_config_file(tmp_path, monkeypatch) -> None:
     settings = load_file(str(path))
     assert settings.target_origin == f"{path} [tool.flake8-xla] target-version"
     target = infer_target(str(tmp_path / "a.py"), settings.target_version, Version(2, 9), settings.target_origin)
-    assert target == (Version(2, 6), f"{path} [tool.flake8-xla] target-version",
-                      f"{path} [tool.flake8-xla] target-version = 2.6")
+    assert target == versions.Target(Version(2, 6), f"{path} [tool.flake8-xla] target-version",
+                                      f"{path} [tool.flake8-xla] target-version = 2.6")
     ini = tmp_path / "setup.cfg"
     ini.write_text("[flake8]\nxla_target_version = 2.4\n")
     assert load_file(str(ini)).target_origin == f"{ini} [flake8] xla_target_version"

@@ -197,7 +197,7 @@ def test_installed_version_reads_metadata_without_importing_torch(tmp_path) -> N
 
 def test_origin_of_an_explicit_target(tmp_path) -> None:
     target = infer_target(str(tmp_path / "a.py"), "2.8", Version(2, 9))
-    assert target == (Version(2, 8), "--xla-target-version", "--xla-target-version 2.8")
+    assert target == versions.Target(Version(2, 8), "--xla-target-version", "--xla-target-version 2.8")
     target = infer_target(str(tmp_path / "a.py"), "2.8", Version(2, 9), "setup.cfg [flake8] xla-target-version")
     assert target.origin == "setup.cfg [flake8] xla-target-version = 2.8"
 
@@ -217,7 +217,8 @@ def test_origin_names_the_lowest_requirement_of_several(tmp_path, monkeypatch) -
     pyproject.write_text('[project]\nname = "x"\ndependencies = [\n  "torch_xla>=2.6",\n]\n'
                          '[project.optional-dependencies]\nold = [\n  "torch-xla>=2.3,<2.5",\n]\n')
     target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
-    assert target == (Version(2, 3), f"torch_xla requirement in {pyproject}", f"{pyproject}:8: torch-xla>=2.3,<2.5")
+    assert target == versions.Target(Version(2, 3), f"torch_xla requirement in {pyproject}",
+                                     f"{pyproject}:8: torch-xla>=2.3,<2.5")
     cfg = tmp_path / "sub" / "setup.cfg"
     cfg.parent.mkdir()
     cfg.write_text("[options]\ninstall_requires =\n    torch\n    torch_xla>=2.4\n")
