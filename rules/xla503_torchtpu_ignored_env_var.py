@@ -36,12 +36,16 @@ class TorchTpuIgnoredEnvVar(MigrationRule):
     )
     invalid = (
         Example(
-            "import os\n\nos.environ['PJRT_DEVICE'] = 'TPU'\nos.environ['XLA_USE_BF16'] = '1'\n",
+            "import os\n\nos.environ['PJRT_DEVICE'] = 'TPU'\n",
             expect=((3, 12, "environment variable PJRT_DEVICE has no effect on TorchTPU: delete it: TorchTPU finds "
-                            "the TPU by a PCI scan and reads no PJRT_DEVICE"),
-                    (4, 12, "environment variable XLA_USE_BF16 has no effect on TorchTPU: cast the model yourself "
-                            "(model.to(torch.bfloat16)); needs a human")),
-            fixed="import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
+                            "the TPU by a PCI scan and reads no PJRT_DEVICE"),),
+            fixed="import os\n\n",
+        ),
+        Example(
+            "import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
+            expect=((3, 12, "environment variable XLA_USE_BF16 has no effect on TorchTPU: cast the model yourself "
+                            "(model.to(torch.bfloat16)); needs a human"),),
+            title="a variable that stood for a behaviour: ask for it another way",
         ),
         Example(
             "import os\n\nos.environ.update(TPU_LAUNCH_BLOCKING='1')\n",
