@@ -107,6 +107,7 @@ def snapshot(root: Path) -> Dict[str, bytes]:
 
 
 ENGINE_ENV: Optional[Dict[str, str]] = None  # environment running the engine under test
+MIGRATE_TO: Optional[str] = None  # --migrate-to: run the migration fixes (XLA5xx) instead of the default rules
 
 
 def export_engine(rev: str) -> Tuple[str, Path]:
@@ -124,6 +125,8 @@ def run_fix(tree: Path, unsafe: bool, timeout: int) -> Tuple[Optional[int], str,
     cmd = [sys.executable, "-m", "flake8_xla", "fix", "--include-docs", "--no-cache"]
     if unsafe:
         cmd.append("--unsafe-fixes")
+    if MIGRATE_TO:
+        cmd += ["--migrate-to", MIGRATE_TO]
     cmd.append(".")
     t0 = time.monotonic()
     try:
@@ -891,7 +894,7 @@ def sweep_tree(tree: Path, keep_dir: Optional[Path], timeout: int) -> Dict:
 
 
 def render_text(results: List[Dict], head: str) -> str:
-    out = [f"flake8-xla fix sweep at {head}", ""]
+    out = [f"flake8-xla fix sweep at {head}" + (f" (--migrate-to {MIGRATE_TO})" if MIGRATE_TO else ""), ""]
     for r in results:
         out.append(f"== {r['tree']}  ({r['origin']})")
         for run in r["runs"]:
@@ -985,6 +988,8 @@ def main(argv=None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=4, help="trees swept in parallel")
     ap.add_argument("--rev", default="HEAD", help="commit of flake8-xla to sweep (exported with git archive; default HEAD)")
     ap.add_argument("--worktree", action="store_true", help="sweep the installed/work-tree flake8-xla instead of --rev")
+    ap.add_argument("--migrate-to", metavar="PLATFORM", help="pass --migrate-to PLATFORM (e.g. torchtpu) to each fix run: "
+                    "the migration fixes instead of the default rules")
     ap.add_argument("--make-canary", metavar="DIR", help="write a tree of hostile inputs to DIR/canary and exit")
     args = ap.parse_args(argv)
     if args.make_canary:
@@ -1000,7 +1005,8 @@ def main(argv=None) -> int:
             print(f"fix_sweep: no tree named {', '.join(sorted(missing))} in {root}", file=sys.stderr)
             return 2
     keep_dir = Path(tempfile.mkdtemp(prefix="fix-sweep-")) if args.keep else None
-    global ENGINE_ENV, REPO
+    global ENGINE_ENV, REPO, MIGRATE_TO
+    MIGRATE_TO = args.migrate_to
     engine_dir = None
     if args.worktree:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
