@@ -15,19 +15,21 @@ class TorchTpuMechanicalRewrite(MigrationRule):
         "whose TorchTPU (or plain PyTorch) form is mechanical, and says what it becomes: `xm.mark_step()` and "
         "`torch_xla.sync()` are deleted, `with torch_xla.step():` loses its `with`, "
         "`torch_xla.experimental.eager_mode(True)` is deleted, `torch_xla.device()` / `xm.xla_device()` become "
-        "`torch.device(\"tpu\")`, `torch.device(\"xla\")` becomes `torch.device(\"tpu\")`, "
+        "`torch.device(\"tpu\", 0)` (an index, as `xla:0` had), `torch.device(\"xla\")` becomes `torch.device(\"tpu\")`, "
         "`torch.compile(backend=\"openxla\")` becomes `backend=\"tpu\"`, `xm.wait_device_ops()` becomes "
         "`torch.accelerator.synchronize()`, `torch_xla.manual_seed(s)` and `xm.set_rng_state(s)` become "
-        "`torch.manual_seed(s)`, `xm.is_master_ordinal()` and `xm.master_print(...)` test the rank torchrun sets, "
-        "and an import of torch_xla that nothing uses any more is removed. The table behind it, with the evidence "
+        "`torch.tpu.manual_seed(s)` (experimental; `torch.manual_seed` would reseed the CPU as well), `xm.is_master_ordinal()` and `xm.master_print(...)` test the rank torchrun sets, "
+        "and an aliased or from-import of torch_xla whose names nothing uses any more is removed (a plain "
+        "`import torch_xla.x`, which runs for what it registers, and an import in a `try`, an availability probe, "
+        "are XLA502). The table behind it, with the evidence "
         "for each row, is [docs/torchtpu.md](../torchtpu.md); the rewrites that need a human are XLA502."
     )
     why_bad = (
         "torch_xla 2.9 (torch 2.9) is torch_xla's last release and cannot be installed beside TorchTPU, which "
         "needs torch 2.11-2.15: every torch_xla name fails with ImportError after the move. These uses have an "
         "equivalent with the same behaviour: TorchTPU runs eagerly by default (Strict Eager, like CUDA), so "
-        "there is nothing pending to sync; each process sees its own device as `tpu:0`; `torch.manual_seed` "
-        "seeds the TPU too."
+        "there is nothing pending to sync; each process sees its own device as `tpu:0`; `torch.tpu.manual_seed` "
+        "seeds the TPU generator, as `torch_xla.manual_seed` seeded XLA's."
     )
     fix_safety = (
         "`flake8-xla fix --migrate-to torchtpu` applies these fixes; each is safe where it is offered: only the "
@@ -56,18 +58,19 @@ class TorchTpuMechanicalRewrite(MigrationRule):
         ),
         Example(
             "import torch_xla\n\ndevice = torch_xla.device()\nmodel = Net().to(device)\n",
-            expect=((3, 10, "torch_xla.device() on TorchTPU: torch.device(\"tpu\"): one device per process, seen "
-                            "as tpu:0"),),
-            fixed="import torch\n\ndevice = torch.device(\"tpu\")\nmodel = Net().to(device)\n",
-            title="the device (the torch_xla import, unused afterwards, goes too)",
+            expect=((3, 10, "torch_xla.device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, "
+                            "seen as tpu:0"),),
+            fixed="import torch_xla\nimport torch\n\ndevice = torch.device(\"tpu\", 0)\nmodel = Net().to(device)\n",
+            title="the device (the plain torch_xla import stays: it runs for what it registers, XLA502 says)",
         ),
         Example(
             "import torch\nimport torch_xla\n\ntorch_xla.manual_seed(0)\n"
             "step = torch.compile(train_step, backend='openxla')\n",
-            expect=((4, 1, "torch_xla.manual_seed() on TorchTPU: torch.manual_seed(seed), which seeds the TPU too"),
+            expect=((4, 1, "torch_xla.manual_seed() on TorchTPU: torch.tpu.manual_seed(seed) (experimental), which "
+                           "seeds the TPU alone as torch_xla's did; torch.manual_seed(seed) seeds the CPU too"),
                     (5, 42, "backend=\"openxla\" of torch.compile() on TorchTPU: backend=\"tpu\" (dynamic=True is "
                              "unsupported there)")),
-            fixed="import torch\n\ntorch.manual_seed(0)\nstep = torch.compile(train_step, backend='tpu')\n",
+            fixed="import torch\nimport torch_xla\n\ntorch.tpu.manual_seed(0)\nstep = torch.compile(train_step, backend='tpu')\n",
             title="seeding and the compile backend",
         ),
         Example(
@@ -88,13 +91,14 @@ class TorchTpuMechanicalRewrite(MigrationRule):
             "        loss.backward()\n\n        optimizer.step()\n",
             expect=((4, 10, "torch_xla.step() on TorchTPU: drop the with statement and keep its body: eager "
                             "execution needs no step boundary"),),
-            fixed="\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n\n    optimizer.step()\n",
+            fixed="import torch_xla\n\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n\n"
+                  "    optimizer.step()\n",
             title="the step context",
         ),
         Example(
-            "import torch_xla\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n",
-            expect=((1, 1, "import of torch_xla on TorchTPU: delete it: nothing uses it any more, and torch_xla "
-                           "(torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15)"),
+            "import torch_xla.debug.metrics as met\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n",
+            expect=((1, 1, "import of torch_xla.debug.metrics on TorchTPU: delete it: nothing uses what it binds, "
+                           "and torch_xla (torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15)"),
                     (4, 1, "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
                            "pending to execute")),
             fixed="\n",

@@ -63,8 +63,8 @@ class TorchTpuManualRewrite(MigrationRule):
             expect=((3, 1, "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
                            "pending to execute; needs a human: wait=True blocks until the device is done: "
                            "torch.accelerator.synchronize() does that"),
-                    (4, 10, "xm.xla_device() on TorchTPU: torch.device(\"tpu\"): one device per process, seen as "
-                            "tpu:0; needs a human: another device index (or devkind) has no equivalent: a process "
+                    (4, 10, "xm.xla_device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, seen "
+                            "as tpu:0; needs a human: another device index (or devkind) has no equivalent: a process "
                             "drives one device")),
             title="arguments a mechanical rewrite does not take",
         ),

@@ -18,6 +18,7 @@ from .imports import Importer
 from ..analysis.semantic import SemanticModel
 
 MAX_PASSES = 10
+_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))
 
 
 class FixSite:
@@ -87,7 +88,7 @@ def _parse(source: str) -> Optional[ast.Module]:
 
 def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast.Module]]:
     """Remove torch_xla imports that were used in ``before`` and are unused in ``source``; an import
-    carrying a comment (``# noqa: F401``, ``# keep: side effects``) stays. Returns the source and its
+    carrying a comment (``# noqa: F401``, ``# keep: side effects``) or in a ``try`` stays. Returns the source and its
     tree (None when it does not parse)."""
     tree = _parse(source)
     if tree is None:
@@ -95,11 +96,14 @@ def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast
     used_before = _loaded_names(before)
     used_now = _loaded_names(tree)
     lines = LineModel(source)
+    parents = syntax.parents(tree)
     doomed: Dict[int, Tuple[ast.stmt, List[ast.alias]]] = {}
     for stmt, alias, name in _import_bindings(tree):
-        if used_before[name] and not used_now[name] and not has_comment(lines, stmt):
+        # an import in a try is an availability probe: its success is what the code asks, used or not
+        if used_before[name] and not used_now[name] and not has_comment(lines, stmt) \
+                and type(parents.get(id(stmt))) not in _TRY:
             doomed.setdefault(id(stmt), (stmt, []))[1].append(alias)
-    edits = removal_edits(lines, list(doomed.values()), syntax.parents(tree)) if doomed else None
+    edits = removal_edits(lines, list(doomed.values()), parents) if doomed else None
     if not edits:
         return source, tree
     new = apply_edits(source, edits)

@@ -17,7 +17,7 @@ from ..fixing.edits import statement_removal
 from ..fixing.lines import line_ending
 from .matching import MigrationUse, argument_value
 
-_ROOTS = re.compile(r"(?<![\w.])(torch|os)\.")
+_ROOTS = re.compile(r"(?<![\w.])(torch|os)\.")  # torch.tpu.x is reached through torch
 # where a comparison put in place of a call keeps its meaning without parentheses
 _BARE_PARENTS = (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return, ast.If, ast.While, ast.Assert, ast.BoolOp,
                  ast.keyword, ast.IfExp)
@@ -26,15 +26,15 @@ MASTER = 'int(os.environ.get("{rank}", "0")) == 0'
 
 def build_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     row, ref = use.row, use.ref
+    if not use.mechanical:
+        return None  # a human's rewrite (the row's, or this use's: see MigrationUse.why)
     if row is None or row.fix is None or ref is None:
-        return use.env is not None and use.mechanical and _env_fix(use, site) or None
+        return use.env is not None and _env_fix(use, site) or None
     if row.fix.kind == "delete_import":
-        if type(site.parents.get(id(use.node))) in (ast.Try, ast.TryStar):
-            return None  # an availability probe: what its handler sets must be rethought, not lost
         edits = removal_edits(site.lines, [(use.node, use.node.names)], site.parents)
         return Fix(f"Remove the unused {use.api}", tuple(edits), True) if edits else None
     call = ref.call
-    if call is None or not use.mechanical:
+    if call is None:
         return None
     built = _BUILDERS[row.fix.kind](use, call, site)
     if built is None:
@@ -149,7 +149,8 @@ def _env_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     edits = statement_removal(site.lines, stmt, site.parents)
     if edits is None:
         return None
-    return Fix(f"Remove {use.api}, which TorchTPU does not read", tuple(edits), True)
+    # unsafe: another module or a child process may read what the statement set
+    return Fix(f"Remove {use.api}, which TorchTPU does not read", tuple(edits), False)
 
 
 def _unwrap_with(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:

@@ -26,10 +26,13 @@ class MigrationUse(NamedTuple):
     ref: Optional[Reference] = None
     # the rewrite is mechanical for this use: the row's, unless the call passes arguments its fix does not take
     mechanical: bool = False
+    reason: str = ""  # why this use needs a human when the row alone does not say
 
     @property
     def why(self) -> str:
         """Why a human has to do this rewrite."""
+        if self.reason:
+            return self.reason
         if self.row is None:
             return ""
         if not self.row.mechanical:
@@ -51,11 +54,12 @@ def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) 
     uses: List[MigrationUse] = []
     imports_seen: Set[int] = set()
     loaded: Optional[Set[str]] = None
+    probes: Set[int] = set()
     for ref in model.references:
         if ref.is_import:
             if loaded is None:
-                loaded = _loaded_names(tree)
-            use = _import_use(ref, table, imports_seen, loaded)
+                loaded, probes = _loaded_names(tree), _imports_in_try(tree)
+            use = _import_use(ref, table, imports_seen, loaded, probes)
         elif ref.qualname in ENV_SETTERS:
             uses.extend(_env_uses(ref, model, table))
             continue
@@ -66,8 +70,17 @@ def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) 
     return sorted(uses, key=lambda u: (u.node.lineno, u.node.col_offset))
 
 
-def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: Set[str]) -> Optional[MigrationUse]:
-    """An import statement of torch_xla none of whose names the file uses (reported once)."""
+_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))
+_PROBE = "an availability probe inside try: what its except branch sets (a flag, a fallback) has to be rethought"
+_SIDE_EFFECT = ("it is imported for what it registers (the xla device, the 'xla' process-group backend, "
+                "torch.ops.xla): remove it once nothing relies on that")
+
+
+def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: Set[str],
+                probes: Set[int]) -> Optional[MigrationUse]:
+    """An import statement of torch_xla none of whose names the file uses (reported once). Only an
+    aliased or from-import is mechanical: ``import torch_xla.x`` runs for its side effects, and an
+    import in a ``try`` is an availability probe."""
     stmt = ref.statement
     if stmt is None or id(stmt) in seen or type(stmt) not in (ast.Import, ast.ImportFrom):
         return None
@@ -81,7 +94,15 @@ def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: S
     rows = [table.import_row(m) for m in modules]
     if not rows or any(r is None for r in rows) or "*" in bound or any(name in loaded for name in bound):
         return None
-    return MigrationUse(stmt, f"import of {', '.join(modules)}", row=rows[0], ref=ref, mechanical=rows[0].mechanical)
+    reason = _PROBE if id(stmt) in probes else \
+        _SIDE_EFFECT if type(stmt) is ast.Import and any(a.asname is None for a in stmt.names) else ""
+    return MigrationUse(stmt, f"import of {', '.join(modules)}", row=rows[0], ref=ref,
+                        mechanical=rows[0].mechanical and not reason, reason=reason)
+
+
+def _imports_in_try(tree: ast.AST) -> Set[int]:
+    return {id(stmt) for node in ast.walk(tree) if type(node) in _TRY
+            for stmt in node.body if type(stmt) in (ast.Import, ast.ImportFrom)}
 
 
 def _loaded_names(tree: ast.AST) -> Set[str]:
@@ -105,10 +126,12 @@ def _api_use(ref: Reference, table: MigrationTable) -> Optional[MigrationUse]:
         node = None if call is None else argument_value(row, call)
         if node is None:
             return None
+        limited = row.fix is not None and row.fix.args is not None
         return MigrationUse(node, f'{row.argument.keyword}="{node.value}" of {written}()', row=row, ref=ref,
-                            mechanical=row.mechanical)
+                            mechanical=row.mechanical and not (limited and not accepted(row.fix.args, call)))
     limited = row.fix is not None and row.fix.args is not None
-    mechanical = row.mechanical and not (limited and (call is None or not accepted(row.fix.args, call)))
+    mechanical = row.mechanical and (row.fix is None or call is not None) and \
+        not (limited and not accepted(row.fix.args, call))
     return MigrationUse(ref.node, written + ("()" if call is not None else ""), row=row, ref=ref, mechanical=mechanical)
 
 
@@ -134,9 +157,28 @@ def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> It
     for key_node, value in env_assignments(ref, model):
         name = string_value(key_node)
         env = table.env_by_name.get(name or "")
-        if env is not None and not switches_off(value):  # X = "0" asks for nothing to carry over
-            yield MigrationUse(key_node, name, env=env, ref=ref, mechanical=env.mechanical)
+        if env is None or switches_off(value):  # X = "0" asks for nothing to carry over
+            continue
+        reason = ""
+        if env.mechanical and env.values and string_value(value) not in env.values:
+            reason = f"the value is not {' or '.join(env.values)}: what picks the device has to be rethought"
+        elif env.mechanical and _reads_env(model, name):
+            reason = f"the program reads {name} itself"
+        yield MigrationUse(key_node, name, env=env, ref=ref, mechanical=env.mechanical and not reason, reason=reason)
 
+
+def _reads_env(model: SemanticModel, name: str) -> bool:
+    """Whether the module reads the variable: ``os.environ.get(name)``, ``os.getenv(name)``, ``os.environ[name]``."""
+    for ref in model.references:
+        call = ref.call
+        if ref.qualname in ("os.environ.get", "os.getenv") and call is not None and call.args:
+            if string_value(call.args[0]) == name:
+                return True
+        parent = ref.parent
+        if ref.qualname == "os.environ" and type(parent) is ast.Subscript and type(parent.ctx) is ast.Load \
+                and string_value(parent.slice) == name:
+            return True
+    return False
 
 
 def speaks_torchtpu(model: SemanticModel) -> bool:

@@ -57,6 +57,7 @@ class EnvRow(NamedTuple):
     rewrite: str
     evidence: str
     read_instead: Optional[str] = None
+    values: Tuple[str, ...] = ()  # a mechanical row: the values whose setting can simply go
 
     @property
     def mechanical(self) -> bool:
@@ -135,7 +136,8 @@ def _row(data: dict) -> MigrationRow:
 
 def build_table(data: dict) -> MigrationTable:
     rows = tuple(_row(r) for r in data["rows"])
-    env_rows = tuple(EnvRow(_tuple(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"))
+    env_rows = tuple(EnvRow(_tuple(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"),
+                            _tuple(e.get("values")))
                      for e in data.get("env_vars", ()))
     by_name: Dict[str, MigrationRow] = {}
     for row in rows:
