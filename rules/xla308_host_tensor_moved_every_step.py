@@ -43,7 +43,8 @@ class HostTensorMovedEveryStep(Rule):
         "that runs a model, a function under `torch_xla.compile` or `torch.compile(backend=\"openxla\")`, "
         "`forward()` of an `nn.Module`, a framework's per-batch hook, and the file's functions they call), "
         "a tensor made on the host by a torch factory (`torch.zeros`, `ones`, `full`, `empty`, `arange`, `eye`, "
-        "`rand`, `randn`, `randint`, `randperm`, without `device=`) and moved to the XLA device in the same "
+        "`rand`, `randn`, `randint`, `randperm`, without `device=`, and without `generator=`: a host generator is "
+        "chosen on purpose, for data that is the same on every run and device) and moved to the XLA device in the same "
         "expression: `torch.zeros(n).to(device)`, also through shape changes and casts "
         "(`torch.arange(n).unsqueeze(0).long().to(device)`). The target must be the XLA device "
         "(`torch_xla.device()`, `xm.xla_device()`, `torch.device('xla')`, `'xla'`, or a name assigned one) or the "
@@ -180,8 +181,8 @@ def _factory(node: ast.AST, flow: FlowFacts) -> Tuple[Optional[ast.Call], str]:
     name = qualname[6:] if qualname.startswith("torch.") else ""
     if name not in DETERMINISTIC and name not in RANDOM:
         return None, ""
-    if any(k.arg == "device" for k in node.keywords):
-        return None, ""
+    if any(k.arg == "device" or k.arg == "generator" for k in node.keywords):
+        return None, ""  # generator=: a host generator on purpose (reproducible data; torch.Generator has no XLA effect)
     return node, name
 
 
