@@ -5,6 +5,7 @@ from typing import Iterator
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.graph import hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis import syntax
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.loops import StepRegions
 
@@ -38,7 +39,8 @@ class BlockingSyncInStep(Rule):
         "(`xm.mesh_reduce` of each batch's loss). Calls under `if step % N == 0:` (or `if log_now:` with "
         "`log_now = step % N == 0`), calls that run once "
         "(under `if step == 0:`, or in a branch that leaves the loop with `break`/`return`), and calls before or "
-        "after the loop are fine."
+        "after the loop are fine, and so is a wait right before the step reads a clock (`xm.wait_device_ops()` then "
+        "`t1 = time.perf_counter()`): that measures the step, as benchmarks do."
     )
     why_bad = (
         "torch_xla overlaps tracing the next step with executing the current one. A blocking call makes "
@@ -60,6 +62,10 @@ class BlockingSyncInStep(Rule):
                 "    torch_xla.sync()\n    if step == profile_step:\n        torch_xla.sync(wait=True)\n"
                 "    if step >= max_steps:\n        torch_xla.sync(wait=True)\n        break\n",
                 title="once: on one step, or in a branch that leaves the loop"),
+        Example("import time\nimport torch_xla.core.xla_model as xm\n\nfor data in loader:\n    start = time.time()\n"
+                "    model(data).sum().backward()\n    xm.optimizer_step(optimizer)\n    xm.wait_device_ops()\n"
+                "    step_time = time.time() - start\n",
+                title="a benchmark timing each step"),
     )
     invalid = (
         Example(
@@ -85,6 +91,7 @@ class BlockingSyncInStep(Rule):
         if not calls:
             return
         regions = ctx.get(StepRegions)
+        parents = None
         for ref in calls:
             call = ref.call
             # every step: the training loop's body, its inner loops and the file's functions it calls,
@@ -93,6 +100,11 @@ class BlockingSyncInStep(Rule):
             region = regions.region_of(call)
             if region is None:
                 continue
+            if parents is None:
+                parents = syntax.parents(ctx.tree)
+                clocks = {id(r.node) for r in ctx.get(SemanticModel).references if r.qualname in _CLOCKS}
+            if _timed(call, parents, clocks):
+                continue  # a wait right before reading a clock measures the step: what benchmarks do
             spelled = ref.written_prefix(ref.qualname)
             if region.kind != TRAINING_LOOP:
                 if ref.qualname in EVALUATION_BLOCKING and hands_off(region.kind) and regions.over_batches(region):
@@ -113,3 +125,22 @@ class BlockingSyncInStep(Rule):
                 yield self.diagnostic(ctx, call, (
                     f"{spelled}() blocks the host on every training step (it {BLOCKING[ref.qualname]}): tracing "
                     "no longer overlaps execution; move it after the loop, or run it every N steps"))
+
+
+
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "time.time_ns",
+                     "time.monotonic_ns", "timeit.default_timer"})
+
+
+def _timed(call: ast.Call, parents, clocks) -> bool:
+    """The call is a statement whose next statement in its block reads a clock (``t1 = time.time()``)."""
+    stmt = parents.get(id(call))
+    parent = parents.get(id(stmt))
+    if type(stmt) is not ast.Expr:
+        return False
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is stmt for s in block):
+            index = next(i for i, s in enumerate(block) if s is stmt)
+            return index + 1 < len(block) and any(id(n) in clocks for n in ast.walk(block[index + 1]))
+    return False
