@@ -16,7 +16,8 @@ every row or aspect that cannot be checked statically is listed as skipped with 
 
 Exit status: 0 when the table agrees with the wheels, 1 on disagreements, 2 on errors.
 The default cache is $XLA_WHEEL_CACHE, else ~/.cache/flake8-xla/wheels.
-Dependencies: PyYAML and this checkout's flake8_xla (the table is read through its typed loader).
+Dependencies: PyYAML, this checkout's flake8_xla (the table is read through its typed loader) and
+tools/wheel_source.py (the static reader of the wheel's Python sources).
 """
 from __future__ import annotations
 
@@ -31,13 +32,15 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's flake8_xla
 from flake8_xla.lifecycle.table import ApiRow, build_table  # noqa: E402
 from flake8_xla.versions import Version, parse_version  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/wheel_source.py, when loaded by path
+from wheel_source import Binding, WheelSource, dotted, toplevel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "rules" / "api_lifecycle.yaml"
@@ -141,16 +144,6 @@ def scan_so(wheel: str, tokens: Sequence[str]) -> List[str]:
 # Static reading of one wheel.
 
 @dataclass
-class Binding:
-    name: str
-    kind: str  # def | class | assign | import | from
-    node: ast.AST
-    path: str
-    source: Optional[str] = None  # import/from: the module named
-    attr: Optional[str] = None  # from: the attribute imported
-
-
-@dataclass
 class Finding:
     state: str  # present | deprecated | removed
     evidence: str  # file:line or a description of what is missing
@@ -167,16 +160,6 @@ def _callee(node: ast.AST) -> Optional[str]:
     return None
 
 
-def _dotted(node: ast.AST) -> Optional[List[str]]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return [node.id] + parts[::-1]
-    return None
-
-
 def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
     """ast.walk that does not enter nested function or class bodies."""
     stack = [node]
@@ -186,21 +169,6 @@ def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
         for child in ast.iter_child_nodes(cur):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 stack.append(child)
-
-
-def _toplevel(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
-    """Module-level statements, including those nested in if/try/with/for blocks."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)):
-            yield from _toplevel(stmt.body)
-            yield from _toplevel(getattr(stmt, "orelse", []))
-        elif isinstance(stmt, ast.Try):
-            yield from _toplevel(stmt.body)
-            for handler in stmt.handlers:
-                yield from _toplevel(handler.body)
-            yield from _toplevel(stmt.orelse)
-            yield from _toplevel(stmt.finalbody)
 
 
 def _is_warning(call: ast.Call) -> bool:
@@ -234,90 +202,21 @@ def _params(func: ast.AST, method: bool) -> Tuple[List[str], List[str], bool, bo
     return positional, [a.arg for a in args.kwonlyargs], args.vararg is not None, args.kwarg is not None
 
 
-class Wheel:
+class Wheel(WheelSource):
+    """The torch_xla sources of one release wheel (tools/wheel_source.py reads them)."""
+
+    def_node = -1  # a redefined name is its last def: an @overload's implementation, which has the parameters
+
     def __init__(self, release: str, path: Path):
+        super().__init__(path, ["torch_xla"])
         self.release = release
         self.version = parse_version(release)
         self.path = path
-        self.zip = zipfile.ZipFile(path)
         self.py = sorted(n for n in self.zip.namelist() if n.startswith("torch_xla/") and n.endswith(".py"))
-        self.modules: Dict[str, str] = {}
-        for name in self.py:
-            parts = name[:-3].split("/")
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            self.modules[".".join(parts)] = name
         self.so_strings: Optional[List[str]] = None
-        self._trees: Dict[str, ast.Module] = {}
-        self._bindings: Dict[str, Tuple[Dict[str, Binding], List[str], Optional[List[str]]]] = {}
         self._env: Optional[dict] = None
 
-    def tree(self, path: str) -> ast.Module:
-        if path not in self._trees:
-            self._trees[path] = ast.parse(self.zip.read(path), filename=path)
-        return self._trees[path]
-
-    def ev(self, path: str, node: Optional[ast.AST] = None) -> str:
-        return f"{path}:{node.lineno}" if node is not None and hasattr(node, "lineno") else path
-
-    # --- names ------------------------------------------------------------------------------
-    def bindings(self, module: str):
-        if module in self._bindings:
-            return self._bindings[module]
-        path = self.modules[module]
-        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-        names: Dict[str, Binding] = {}
-        stars: List[str] = []
-        exported: Optional[List[str]] = None
-        for stmt in _toplevel(self.tree(path).body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                names[stmt.name] = Binding(stmt.name, "def", stmt, path)
-            elif isinstance(stmt, ast.ClassDef):
-                names[stmt.name] = Binding(stmt.name, "class", stmt, path)
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    for node in ast.walk(target):
-                        if isinstance(node, ast.Name):
-                            names[node.id] = Binding(node.id, "assign", stmt, path)
-                            if node.id == "__all__" and isinstance(stmt.value, (ast.List, ast.Tuple)):
-                                exported = [e.value for e in stmt.value.elts if isinstance(e, ast.Constant)]
-            elif isinstance(stmt, ast.Import):
-                for alias in stmt.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    names[local] = Binding(local, "import", stmt, path, source=alias.name if alias.asname else local)
-            elif isinstance(stmt, ast.ImportFrom):
-                if stmt.level:
-                    parts = package.split(".")
-                    parts = parts[:len(parts) - (stmt.level - 1)]
-                    base = ".".join(parts + ([stmt.module] if stmt.module else []))
-                else:
-                    base = stmt.module or ""
-                for alias in stmt.names:
-                    if alias.name == "*":
-                        stars.append(base)
-                    else:
-                        local = alias.asname or alias.name
-                        names[local] = Binding(local, "from", stmt, path, source=base, attr=alias.name)
-        self._bindings[module] = (names, stars, exported)
-        return self._bindings[module]
-
-    def lookup(self, module: str, name: str, depth: int = 0) -> Optional[Binding]:
-        """The binding of ``name`` at the top level of ``module`` (following star imports)."""
-        if module not in self.modules or depth > 8:
-            return None
-        names, stars, _ = self.bindings(module)
-        if name in names:
-            return names[name]
-        for source in reversed(stars):
-            if source in self.modules:
-                exported = self.bindings(source)[2]
-                if (name in exported) if exported is not None else not name.startswith("_"):
-                    found = self.lookup(source, name, depth + 1)
-                    if found is not None:
-                        return found
-        return None
-
+    # --- names: a table name is an import path (longest module prefix + one attribute) ---------
     def definition(self, binding: Binding, depth: int = 0) -> Binding:
         """Follow ``from x import name`` re-exports to the binding that defines the name."""
         if binding.kind == "from" and depth < 8 and binding.source in self.modules:
@@ -327,15 +226,6 @@ class Wheel:
                     return self.definition(target, depth + 1)
         return binding
 
-    def split(self, qualname: str) -> Tuple[Optional[str], List[str]]:
-        """The longest module prefix of ``qualname`` in this wheel, and the attributes after it."""
-        parts = qualname.split(".")
-        for cut in range(len(parts), 0, -1):
-            module = ".".join(parts[:cut])
-            if module in self.modules:
-                return module, parts[cut:]
-        return None, parts
-
     def resolve(self, qualname: str) -> Optional[Binding]:
         module, attrs = self.split(qualname)
         if module is None or len(attrs) != 1:
@@ -344,7 +234,7 @@ class Wheel:
 
     def resolve_expr(self, module: str, node: ast.AST) -> Optional[Binding]:
         """The binding an expression such as ``runtime.world_size`` names inside ``module``."""
-        parts = _dotted(node)
+        parts = dotted(node)
         if not parts:
             return None
         head = self.lookup(module, parts[0])
@@ -397,7 +287,7 @@ class Wheel:
     def module_deprecation(self, module: str) -> Optional[str]:
         """A module-level warnings.warn (DeprecationWarning/UserWarning) or register_deprecated() call."""
         path = self.modules[module]
-        for stmt in _toplevel(self.tree(path).body):
+        for stmt in toplevel(self.tree(path).body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             calls = [stmt.value] if isinstance(stmt, ast.Expr) else []

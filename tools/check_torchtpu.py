@@ -29,8 +29,9 @@ Then every row of the table is checked (see ``check``); every failure prints as
 Exit status: 0 when the table agrees with the wheels, 1 on failures, 2 on errors (a failed download
 among them). The cache is $XLA_WHEEL_CACHE, else /work/cache/wheels if it exists, else
 ~/.cache/flake8-xla/wheels; the facts read from the wheels are cached there too, keyed by the wheels'
-sha256 and this script's own hash, so a second run takes about a second.
-Dependencies: PyYAML (the table is read with yaml.safe_load, not through flake8_xla's loader).
+sha256 and the hash of this script and tools/wheel_source.py, so a second run takes about a second.
+Dependencies: PyYAML (the table is read with yaml.safe_load, not through flake8_xla's loader) and
+tools/wheel_source.py (the static reader of the wheels' Python sources).
 """
 from __future__ import annotations
 
@@ -48,9 +49,12 @@ import zipfile
 from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/wheel_source.py, when loaded by path
+from wheel_source import Binding, WheelSource, dotted  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "rules" / "torchtpu_migration.yaml"
@@ -147,161 +151,21 @@ def sha256(path: Path) -> str:
 
 
 def tool_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    """The hash of the code that reads the wheels: this script and tools/wheel_source.py."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(sys.modules[WheelSource.__module__].__file__).read_bytes())
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
-# Static reading of Python sources in a zip.
+# Names as Python finds them, attribute by attribute (over tools/wheel_source.py's bindings).
 
-@dataclass
-class Binding:
-    name: str
-    kind: str  # def | class | assign | import | from | module
-    node: Optional[ast.AST]
-    module: str
-    path: str
-    source: Optional[str] = None  # import/from: the module named
-    attr: Optional[str] = None  # from: the attribute imported
-    nodes: List[ast.AST] = field(default_factory=list)  # every def of the name (a property's getter, setter)
-
-
-def _toplevel(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements of a body, including those nested in if/try/with/for blocks."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)):
-            yield from _toplevel(stmt.body)
-            yield from _toplevel(getattr(stmt, "orelse", []))
-        elif isinstance(stmt, ast.Try):
-            yield from _toplevel(stmt.body)
-            for handler in stmt.handlers:
-                yield from _toplevel(handler.body)
-            yield from _toplevel(stmt.orelse)
-            yield from _toplevel(stmt.finalbody)
-
-
-def _dotted(node: ast.AST) -> Optional[List[str]]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return [node.id] + parts[::-1]
-    return None
-
-
-def _target_names(target: ast.AST) -> Iterator[ast.Name]:
-    """The names an assignment target binds (``a``, ``a, *b``), not ``a.attr`` or ``a[i]``."""
-    if isinstance(target, ast.Name):
-        yield target
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        for elt in target.elts:
-            yield from _target_names(elt)
-    elif isinstance(target, ast.Starred):
-        yield from _target_names(target.value)
-
-
-class Source:
-    """The Python modules of the packages ``tops`` inside a wheel, read with zipfile + ast."""
+class Source(WheelSource):
+    """The Python modules of the packages ``tops`` inside a wheel, with dotted names resolved."""
 
     def __init__(self, wheel: Path, tops: Sequence[str]):
-        self.zip = zipfile.ZipFile(wheel)
-        self.modules: Dict[str, str] = {}
-        for name in sorted(self.zip.namelist(), key=lambda n: n.endswith(".py")):  # .py wins over .pyi
-            if not (name.endswith(".py") or name.endswith(".pyi")) or name.split("/")[0] not in tops:
-                continue
-            parts = name.rsplit(".", 1)[0].split("/")
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            self.modules[".".join(parts)] = name
-        for module in list(self.modules):  # namespace packages (a directory without __init__.py)
-            parts = module.split(".")
-            for cut in range(1, len(parts)):
-                self.modules.setdefault(".".join(parts[:cut]), "/".join(parts[:cut]) + "/")
-        self._trees: Dict[str, ast.Module] = {}
-        self._bindings: Dict[str, Tuple[Dict[str, Binding], List[str], Optional[List[str]]]] = {}
+        super().__init__(wheel, tops)
         self._active: set = set()
-
-    def tree(self, path: str) -> ast.Module:
-        if path not in self._trees:
-            self._trees[path] = ast.Module(body=[], type_ignores=[]) if path.endswith("/") else ast.parse(
-                self.zip.read(path), filename=path)
-        return self._trees[path]
-
-    @staticmethod
-    def ev(path: str, node: Optional[ast.AST] = None) -> str:
-        return f"{path}:{node.lineno}" if node is not None and hasattr(node, "lineno") else path
-
-    def package_of(self, module: str) -> str:
-        path = self.modules[module]
-        return module if path.endswith("/") or path.rsplit("/", 1)[-1].startswith("__init__.") \
-            else module.rpartition(".")[0]
-
-    def bindings(self, module: str, body: Optional[Sequence[ast.stmt]] = None, scope: Optional[str] = None):
-        """(names, star-import sources, __all__) of a module, or of a class ``body`` inside it."""
-        key = module if scope is None else f"{module}:{scope}"
-        if key in self._bindings:
-            return self._bindings[key]
-        path = self.modules[module]
-        package = self.package_of(module)
-        names: Dict[str, Binding] = {}
-        stars: List[str] = []
-        exported: Optional[List[str]] = None
-        stmts = _toplevel(self.tree(path).body) if body is None else iter(body)
-        for stmt in stmts:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                prev = names.get(stmt.name)
-                nodes = (prev.nodes if prev is not None and prev.kind == "def" else []) + [stmt]
-                names[stmt.name] = Binding(stmt.name, "def", nodes[0], module, path, nodes=nodes)
-            elif isinstance(stmt, ast.ClassDef):
-                names[stmt.name] = Binding(stmt.name, "class", stmt, module, path)
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    for node in _target_names(target):
-                        if node.id == "__all__" and isinstance(stmt.value, (ast.List, ast.Tuple)):
-                            listed = [e.value for e in stmt.value.elts if isinstance(e, ast.Constant)]
-                            exported = (exported or []) + listed if isinstance(stmt, ast.AugAssign) else listed
-                        if not isinstance(stmt, ast.AugAssign) and stmt.value is not None:
-                            names[node.id] = Binding(node.id, "assign", stmt, module, path)
-            elif isinstance(stmt, ast.Import):
-                for alias in stmt.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    names[local] = Binding(local, "import", stmt, module, path,
-                                           source=alias.name if alias.asname else local)
-            elif isinstance(stmt, ast.ImportFrom):
-                if stmt.level:
-                    parts = package.split(".")
-                    parts = parts[:len(parts) - (stmt.level - 1)]
-                    base = ".".join(parts + ([stmt.module] if stmt.module else []))
-                else:
-                    base = stmt.module or ""
-                for alias in stmt.names:
-                    if alias.name == "*":
-                        stars.append(base)
-                    else:
-                        local = alias.asname or alias.name
-                        names[local] = Binding(local, "from", stmt, module, path, source=base, attr=alias.name)
-        self._bindings[key] = (names, stars, exported)
-        return self._bindings[key]
-
-    def lookup(self, module: str, name: str, depth: int = 0) -> Optional[Binding]:
-        """The binding of ``name`` at the top level of ``module`` (following star imports), or its submodule."""
-        if module not in self.modules or depth > 8:
-            return None
-        names, stars, _ = self.bindings(module)
-        if name in names:
-            return names[name]
-        for source in reversed(stars):
-            if source in self.modules:
-                exported = self.bindings(source)[2]
-                if (name in exported) if exported is not None else not name.startswith("_"):
-                    found = self.lookup(source, name, depth + 1)
-                    if found is not None:
-                        return found
-        if f"{module}.{name}" in self.modules:
-            return Binding(name, "module", None, module, self.modules[f"{module}.{name}"], source=f"{module}.{name}")
-        return None
 
     def definition(self, binding: Binding, depth: int = 0) -> Binding:
         """Follow ``from x import name`` re-exports and ``a = b.c`` aliases to the defining binding."""
@@ -310,7 +174,7 @@ class Source:
         self._active.add(id(binding.node))
         try:
             if binding.kind == "import" and binding.source in self.modules:
-                return self._module_binding(binding.source)
+                return self.module_binding(binding.source)
             if binding.kind == "from" and binding.source in self.modules:
                 sub = f"{binding.source}.{binding.attr}"
                 if sub in self.modules and binding.source == self.package_of(binding.module):
@@ -338,17 +202,14 @@ class Source:
             return self.member(binding, attr)
         return None
 
-    def _module_binding(self, module: str) -> Binding:
-        return Binding(module.rpartition(".")[2], "module", None, module, self.modules[module], source=module)
-
     def resolve_expr(self, module: str, node: ast.AST) -> Optional[Binding]:
         """The binding an expression such as ``annotations.experimental`` names inside ``module``."""
-        parts = _dotted(node)
+        parts = dotted(node)
         if not parts:
             return None
         binding = self.lookup(module, parts[0])
         if binding is None and parts[0] in self.modules:
-            binding = self._module_binding(parts[0])
+            binding = self.module_binding(parts[0])
         for attr in parts[1:]:
             binding = self.step(binding, attr)
         return self.definition(binding) if binding is not None else None
@@ -360,25 +221,17 @@ class Source:
         parts = qualname.split(".")
         if parts[0] not in self.modules:
             return None
-        binding: Optional[Binding] = self._module_binding(parts[0])
+        binding: Optional[Binding] = self.module_binding(parts[0])
         for attr in parts[1:]:
             binding = self.step(binding, attr)
         return self.definition(binding) if binding is not None else None
-
-    def split(self, qualname: str) -> Tuple[Optional[str], List[str]]:
-        """The longest module prefix of ``qualname``, and the attributes after it."""
-        parts = qualname.split(".")
-        for cut in range(len(parts), 0, -1):
-            if ".".join(parts[:cut]) in self.modules:
-                return ".".join(parts[:cut]), parts[cut:]
-        return None, parts
 
     def refers_to(self, module: str, node: ast.AST) -> str:
         """``module.name`` of the def or class an expression resolves to (else its dotted text)."""
         found = self.resolve_expr(module, node)
         if found is not None and found.kind in ("def", "class"):
             return f"{found.module}.{found.name}"
-        return ".".join(_dotted(node) or [])
+        return ".".join(dotted(node) or [])
 
     def member(self, cls: Binding, attr: str, depth: int = 0) -> Optional[Binding]:
         """A class attribute defined in the class body or in a base class (resolved statically)."""
@@ -726,7 +579,7 @@ class TorchNames:
         parts = name.split(".")
         if parts[0] != "torch" or "torch" not in src.modules:
             return {"found": False, "evidence": f"not a torch name: {name}"}
-        binding: Optional[Binding] = src._module_binding("torch")
+        binding: Optional[Binding] = src.module_binding("torch")
         trail: List[str] = []
         for i, attr in enumerate(parts[1:], 1):
             owner = src.definition(binding)
