@@ -87,7 +87,9 @@ def test_sigterm_at_a_random_step_then_restart_is_bit_identical(tmp_path) -> Non
     assert proc.returncode == PREEMPTED_EXIT_CODE, (stop_after, err[-2000:])
     manager = xla_compat.CheckpointManager(str(tmp_path / "ckpt"), save_every=5, signals=())
     stopped_at = manager.committed_steps()[-1]
-    assert stop_after <= stopped_at <= stop_after + 1  # the boundary after the signal arrived
+    # the first boundary after the signal arrived: on a loaded machine the child can be a step or two past
+    # the line the parent read when the signal lands, so only "not before it, and before the end" is exact
+    assert stop_after <= stopped_at < 20
     assert printed[-1] == f"step {stopped_at}"  # it stopped right after saving
 
     resumed = _train(tmp_path / "ckpt", tmp_path / "resumed.pt")
