@@ -38,7 +38,8 @@ class BlockingSyncInStep(Rule):
         "The rendezvous helpers and waits are also flagged on every batch of an evaluation loop over a loader "
         "(`xm.mesh_reduce` of each batch's loss). Calls under `if step % N == 0:` (or `if log_now:` with "
         "`log_now = step % N == 0`), calls that run once "
-        "(under `if step == 0:`, or in a branch that leaves the loop with `break`/`return`), and calls before or "
+        "(under `if step == 0:` or `if warmed == 2:` on a counter the loop increments, or in a branch that leaves "
+        "the loop with `break`/`return`), and calls before or "
         "after the loop are fine, and so is a wait right before the step reads a clock (`xm.wait_device_ops()` then "
         "`t1 = time.perf_counter()`): that measures the step, as benchmarks do."
     )
@@ -66,6 +67,10 @@ class BlockingSyncInStep(Rule):
                 "    model(data).sum().backward()\n    xm.optimizer_step(optimizer)\n    xm.wait_device_ops()\n"
                 "    step_time = time.time() - start\n",
                 title="a benchmark timing each step"),
+        Example("import torch_xla.core.xla_model as xm\n\nwarmed = 0\nfor data in loader:\n"
+                "    model(data).sum().backward()\n    xm.optimizer_step(optimizer)\n    if warmed < 2:\n"
+                "        warmed += 1\n        if warmed == 2:\n            xm.rendezvous('warm')\n",
+                title="once: a counter the loop increments, tested for equality"),
     )
     invalid = (
         Example(

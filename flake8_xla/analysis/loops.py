@@ -653,12 +653,13 @@ def _from_target(node: ast.AST, loop: ast.AST) -> bool:
 
 
 def _counters(loop: ast.AST) -> Set[str]:
-    """The loop's step counters: a ``for`` loop's target names, or the names a ``while`` loop's own
-    body increments (``step += 1``)."""
+    """The loop's step counters: a ``for`` loop's target names, and the names the loop's own body
+    increments (``step += 1``; ``if warmup == 2:`` on such a counter runs once)."""
+    counted = {n.target.id for n in walk(loop.body, SCOPES + LOOPS)
+               if type(n) is ast.AugAssign and type(n.op) is ast.Add and type(n.target) is ast.Name}
     if type(loop) is ast.While:
-        return {n.target.id for n in walk(loop.body, SCOPES + LOOPS)
-                if type(n) is ast.AugAssign and type(n.op) is ast.Add and type(n.target) is ast.Name}
-    return {n.id for n in walk([loop.target]) if type(n) is ast.Name}
+        return counted
+    return counted | {n.id for n in walk([loop.target]) if type(n) is ast.Name}
 
 
 def _runs_once(node: ast.If, loop: ast.AST, own: Set[int], counters: Set[str]) -> bool:
