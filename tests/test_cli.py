@@ -273,6 +273,9 @@ def test_rules_lists_off_by_default_and_explain_says_how_to_enable(capsys) -> No
     rows = {line.split()[0]: line.split() for line in run(capsys, "rules")[1].splitlines()[1:]}
     assert rows["XLA901"] == ["XLA901", "dataloader-without-drop-last", "no", "off"]
     assert rows["XLA306"] == ["XLA306", "device-before-launch", "no", "on"]
+    assert rows["XLA308"] == ["XLA308", "host-tensor-moved-every-step", "some", "on"]
+    assert rows["XLA501"] == ["XLA501", "torchtpu-mechanical-rewrite", "some", "migrate-to", "torchtpu"]
+    assert rows["XLA502"] == ["XLA502", "torchtpu-manual-rewrite", "no", "migrate-to", "torchtpu"]
     code, out, _ = run(capsys, "explain", "XLA901")
     assert code == 0 and "`--enable-extensions=XLA9`" in out and "`--extend-select XLA901`" in out
     assert "Off by default" not in run(capsys, "explain", "XLA306")[1]

@@ -378,16 +378,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def rule_fixability(rule) -> str:
-    kinds = [row.fix for row in api_table().rows if hasattr(rule, "covers") and rule.covers(row)]
+    if not hasattr(rule, "covers"):  # not a lifecycle rule: its examples say whether some uses get a fix
+        return "some" if any(example.fixed is not None for example in rule.invalid) else "no"
+    kinds = [row.fix for row in api_table().rows if rule.covers(row)]
     if not any(f.kind != "manual" for f in kinds):
         return "no"
     return "yes" if all(f.kind != "manual" for f in kinds) else "some"
 
 
+def rule_default(rule) -> str:
+    """on, off (opt-in), or the migration that runs it (``--migrate-to torchtpu``)."""
+    return f"migrate-to {rule.migration}" if rule.migration else "off" if rule.off_by_default else "on"
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     rows = [("CODE", "NAME", "FIXABLE", "DEFAULT")]
     for rule in all_rules():
-        rows.append((rule.code, rule.name, rule_fixability(rule), "off" if rule.off_by_default else "on"))
+        rows.append((rule.code, rule.name, rule_fixability(rule), rule_default(rule)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
