@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -40,6 +41,21 @@ def walk(roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]
             elif isinstance(value, ast.AST):
                 push(value)
     return out
+
+
+TRY_NODES = (ast.Try, getattr(ast, "TryStar", ast.Try))
+
+
+def names_used(tree: ast.AST) -> Counter:
+    """How often each name is read in ``tree``, counting strings that may name one (``__all__``
+    entries, string references): what keeps an import in use."""
+    used: Counter = Counter()
+    for node in walk([tree]):
+        if type(node) is ast.Name:
+            used[node.id] += 1
+        elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
+            used[node.value] += 1
+    return used
 
 
 def parents(tree: ast.AST) -> Dict[int, ast.AST]:

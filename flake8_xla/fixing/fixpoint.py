@@ -18,7 +18,6 @@ from .imports import Importer
 from ..analysis.semantic import SemanticModel
 
 MAX_PASSES = 10
-_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))
 
 
 class FixSite:
@@ -69,16 +68,6 @@ def _import_bindings(tree: ast.AST) -> List[Tuple[ast.stmt, ast.alias, str]]:
     return out
 
 
-def _loaded_names(tree: ast.AST) -> Counter:
-    used: Counter = Counter()
-    for node in syntax.walk([tree]):
-        if type(node) is ast.Name:
-            used[node.id] += 1
-        elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
-            used[node.value] += 1  # __all__ entries and string references keep an import
-    return used
-
-
 def _parse(source: str) -> Optional[ast.Module]:
     try:
         return ast.parse(source)
@@ -93,15 +82,15 @@ def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast
     tree = _parse(source)
     if tree is None:
         return source, None
-    used_before = _loaded_names(before)
-    used_now = _loaded_names(tree)
+    used_before = syntax.names_used(before)
+    used_now = syntax.names_used(tree)
     lines = LineModel(source)
     parents = syntax.parents(tree)
     doomed: Dict[int, Tuple[ast.stmt, List[ast.alias]]] = {}
     for stmt, alias, name in _import_bindings(tree):
         # an import in a try is an availability probe: its success is what the code asks, used or not
         if used_before[name] and not used_now[name] and not has_comment(lines, stmt) \
-                and type(parents.get(id(stmt))) not in _TRY:
+                and type(parents.get(id(stmt))) not in syntax.TRY_NODES:
             doomed.setdefault(id(stmt), (stmt, []))[1].append(alias)
     edits = removal_edits(lines, list(doomed.values()), parents) if doomed else None
     if not edits:

@@ -163,7 +163,7 @@ def _unwrap_with(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
         return None
     lines = site.lines
     first = stmt.body[0]
-    if first.lineno == stmt.lineno or not _alone(lines, stmt.lineno, lines.start(stmt)):
+    if first.lineno == stmt.lineno or not _alone(lines, stmt.lineno):
         return None
     outer = lines.source[lines.line_start(stmt.lineno):lines.start(stmt)]
     inner = lines.source[lines.line_start(first.lineno):lines.start(first)]
@@ -183,7 +183,7 @@ def _unwrap_with(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
     return [Edit(start, end, "".join(body))], []
 
 
-def _alone(lines, lineno: int, statement_start: int) -> bool:
+def _alone(lines, lineno: int) -> bool:
     """The ``with`` header is the only thing on its line, but for a comment."""
     header = lines.lines[lineno - 1].strip()
     return header.endswith(":") or "#" in header and header.split("#", 1)[0].rstrip().endswith(":")

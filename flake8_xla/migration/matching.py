@@ -7,8 +7,10 @@ after the move nothing of torch_xla runs.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 
+from ..analysis import syntax
 from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
@@ -53,12 +55,12 @@ class MigrationUses(tuple):
 def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) -> List[MigrationUse]:
     uses: List[MigrationUse] = []
     imports_seen: Set[int] = set()
-    loaded: Optional[Set[str]] = None
+    loaded: Optional[Counter] = None
     probes: Set[int] = set()
     for ref in model.references:
         if ref.is_import:
             if loaded is None:
-                loaded, probes = _loaded_names(tree), _imports_in_try(tree)
+                loaded, probes = syntax.names_used(tree), _imports_in_try(tree)
             use = _import_use(ref, table, imports_seen, loaded, probes)
         elif ref.qualname in ENV_SETTERS:
             uses.extend(_env_uses(ref, model, table))
@@ -70,13 +72,12 @@ def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) 
     return sorted(uses, key=lambda u: (u.node.lineno, u.node.col_offset))
 
 
-_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _PROBE = "an availability probe inside try: what its except branch sets (a flag, a fallback) has to be rethought"
 _SIDE_EFFECT = ("it is imported for what it registers (the xla device, the 'xla' process-group backend, "
                 "torch.ops.xla): remove it once nothing relies on that")
 
 
-def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: Set[str],
+def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: Counter,
                 probes: Set[int]) -> Optional[MigrationUse]:
     """An import statement of torch_xla none of whose names the file uses (reported once). Only an
     aliased or from-import is mechanical: ``import torch_xla.x`` runs for its side effects, and an
@@ -101,19 +102,8 @@ def _import_use(ref: Reference, table: MigrationTable, seen: Set[int], loaded: S
 
 
 def _imports_in_try(tree: ast.AST) -> Set[int]:
-    return {id(stmt) for node in ast.walk(tree) if type(node) in _TRY
+    return {id(stmt) for node in ast.walk(tree) if type(node) in syntax.TRY_NODES
             for stmt in node.body if type(stmt) in (ast.Import, ast.ImportFrom)}
-
-
-def _loaded_names(tree: ast.AST) -> Set[str]:
-    """Names the module reads, and strings that may name them (``__all__``)."""
-    names: Set[str] = set()
-    for node in ast.walk(tree):
-        if type(node) is ast.Name:
-            names.add(node.id)
-        elif type(node) is ast.Constant and type(node.value) is str and node.value.isidentifier():
-            names.add(node.value)
-    return names
 
 
 def _api_use(ref: Reference, table: MigrationTable) -> Optional[MigrationUse]:
