@@ -2,7 +2,9 @@
 
 ``torch.distributed.all_gather_object`` fails on the ``xla`` process group ("Expected XLA
 tensor"), so these run over a gloo group: the default group when it is gloo, otherwise one
-gloo group created once over the same ranks.
+gloo group created once over the same ranks. Without a process group, several processes
+exchange objects and wait through torch_xla's own rendezvous, as the ``xm`` helpers they
+replace do, so a rewrite to them keeps working where the original did.
 """
 from __future__ import annotations
 
@@ -15,22 +17,40 @@ from .runtime import global_ordinal, wider_process_group, world_size
 _GLOO_GROUP: Optional[Any] = None
 
 
-def _group():
-    """The gloo group to run object collectives on, or None for a single process."""
+_NEEDS_GROUP = ("xla_compat collectives need a torch.distributed process group: call "
+                "torch.distributed.init_process_group('xla', init_method='xla://') (or 'gloo') in every worker first")
+
+
+def _process_group():
+    """The gloo group to run object collectives on, or None without a torch.distributed process group."""
     global _GLOO_GROUP
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
-        if world_size() <= 1:
-            return None
-        raise RuntimeError(
-            "xla_compat collectives need a torch.distributed process group: call "
-            "torch.distributed.init_process_group('xla', init_method='xla://') (or 'gloo') in every worker first")
+        return None
     if dist.get_backend() == "gloo":
         return dist.group.WORLD
     if _GLOO_GROUP is None:
         _GLOO_GROUP = dist.new_group(backend="gloo")
     return _GLOO_GROUP
+
+
+def _group():
+    """The gloo group, or None for a single process; several processes need a process group."""
+    group = _process_group()
+    if group is None and world_size() > 1:
+        raise RuntimeError(_NEEDS_GROUP)
+    return group
+
+
+def _torch_xla_rendezvous(tag: str, payload: bytes) -> List[bytes]:
+    """Every process's ``payload`` through torch_xla's rendezvous (XLA collectives, with the syncs and
+    host transfers ``xm.rendezvous`` performs): the way without a process group. On the CPU XLA
+    collectives do not run across processes, for ``xm.rendezvous`` either."""
+    upstream = getattr(up.xm(), "rendezvous", None)
+    if upstream is None:  # a release after its planned removal
+        raise RuntimeError(_NEEDS_GROUP)
+    return upstream(tag, payload)
 
 
 def rank() -> int:
@@ -115,12 +135,16 @@ def all_reduce(reduce_type: str, inputs: Any, scale: float = 1.0, groups: Option
 
 
 def all_gather_object(obj: Any) -> List[Any]:
-    """Every rank's ``obj``, in rank order. Tensors are gathered as CPU copies."""
+    """Every rank's ``obj``, in rank order. Tensors are gathered as CPU copies. Over the gloo
+    group of the torch.distributed process group; without one, several processes exchange it
+    through torch_xla's rendezvous, as ``xm.mesh_reduce`` does."""
     obj = to_cpu(obj)
     _check_picklable(obj, "all_gather_object")
-    group = _group()
+    group = _process_group()
     if group is None:
-        return [obj]
+        if world_size() <= 1:
+            return [obj]
+        return [pickle.loads(p) for p in _torch_xla_rendezvous("all_gather_object", pickle.dumps(obj))]
     import torch.distributed as dist
 
     gathered: List[Any] = [None] * dist.get_world_size(group)
@@ -137,16 +161,16 @@ def mesh_reduce(tag: str, data: Any, reduce_fn: Callable[[List[Any]], Any]) -> A
 
 def rendezvous(tag: str = "", payload: bytes = b"", replicas: Sequence[int] = ()) -> List[bytes]:
     """A barrier: every rank waits until all ranks arrive; returns every rank's ``payload``.
-    A replacement for ``xm.rendezvous``/``xm.xla_rendezvous`` without the XLA syncs and host
-    transfers those perform."""
-    del tag
+    A replacement for ``xm.rendezvous``/``xm.xla_rendezvous``: over a torch.distributed process
+    group it is a gloo barrier, without the XLA syncs and host transfers those perform; without
+    one, several processes meet in torch_xla's rendezvous, as ``xm.rendezvous`` does."""
     if replicas:
         raise NotImplementedError("rendezvous over a subset of replicas is not supported; use a process subgroup")
     if not isinstance(payload, (bytes, bytearray)):
         raise TypeError(f"rendezvous payload must be bytes, not {type(payload).__name__}")
-    group = _group()
+    group = _process_group()
     if group is None:
-        return [bytes(payload)]
+        return [bytes(payload)] if world_size() <= 1 else _torch_xla_rendezvous(tag, bytes(payload))
     import torch.distributed as dist
 
     if payload:

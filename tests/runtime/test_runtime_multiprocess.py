@@ -50,5 +50,4 @@ def test_launch_starts_one_worker_per_device(tmp_path) -> None:
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     records = sorted((json.loads(p.read_text()) for p in tmp_path.iterdir()), key=lambda r: r["rank"])
-    assert records == [{"rank": 0, "world": 2, "without_group": True},
-                       {"rank": 1, "world": 2, "without_group": True}]
+    assert records == [{"rank": 0, "world": 2}, {"rank": 1, "world": 2}]
