@@ -181,11 +181,12 @@ def rendezvous(tag: str = "", payload: bytes = b"", replicas: Sequence[int] = ()
 
 def do_on_ordinals(target: Callable[..., Any], data: Sequence = (), ordinals: Sequence[int] = (0,)) -> Any:
     """Run ``target(*data)`` on the listed global ordinals only, then wait for all ranks.
-    A replacement for ``xm.do_on_ordinals``; returns ``target``'s result there, None elsewhere."""
+    A replacement for ``xm.do_on_ordinals``: as there, ``target`` gets CPU copies of the tensors
+    in ``data``; returns ``target``'s result there, None elsewhere."""
     count = world()
     outside = sorted(o for o in ordinals if not 0 <= o < count)
     if outside:
         raise ValueError(f"do_on_ordinals: ordinals {outside} are outside the world of {count} processes")
-    result = target(*data) if rank() in ordinals else None
+    result = target(*to_cpu(data)) if rank() in ordinals else None
     rendezvous("do_on_ordinals")
     return result

@@ -283,3 +283,9 @@ def test_all_reduce_in_one_process_is_upstreams() -> None:
     assert xla_compat.all_reduce("max", pair) is pair
     with pytest.raises(ValueError, match=r"unknown reduce_type 'avg'; use one of \['and', 'max', 'min', 'mul', 'or', 'sum'\]"):
         xla_compat.all_reduce("avg", t)
+
+
+def test_do_on_ordinals_passes_cpu_copies_as_upstream_does() -> None:
+    t = torch.arange(3, device=xla_compat.device())
+    seen = lambda tensor, n: (tensor.device.type, tensor.tolist(), n)  # noqa: E731
+    assert xla_compat.do_on_ordinals(seen, (t, 1)) == xm.do_on_ordinals(seen, (t, 1)) == ("cpu", [0, 1, 2], 1)
