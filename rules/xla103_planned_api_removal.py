@@ -37,10 +37,13 @@ class PlannedApiRemoval(LifecycleRule):
         "`torch_xla.runtime.local_ordinal()`, `xm.set_rng_state()` -> `torch_xla.manual_seed()`) "
         "are safe. A rewrite to a companion (`xla_compat.*`) adds a dependency on it, so it is "
         "unsafe even where the companion keeps upstream's parameters and behaviour "
-        "(`add_step_closure`, `get_rng_state`, `RateTracker`); `xm.save`/`rendezvous`/`mesh_reduce`/"
-        "`do_on_ordinals`/`optimizer_step`/`reduce_gradients` -> `xla_compat.*` also need a "
-        "torch.distributed process group with several processes (the fix summary says so; `save` "
-        "takes a path, not a file object). Unsafe too: `xmp.spawn` -> `torch_xla.launch`, for the index "
+        "(`add_step_closure`, `get_rng_state`, `RateTracker`), and the message names the companion the "
+        "fix writes. `xm.rendezvous`/`mesh_reduce`/`do_on_ordinals` -> `xla_compat.*` need no process "
+        "group: without one the workers meet in torch_xla's own rendezvous, as before (so the rewrite "
+        "keeps working where the original did); with a torch.distributed process group they meet over "
+        "gloo, without the graph syncs torch_xla's rendezvous performs (the fix summary says so). "
+        "Upstream's replacement, `torch.distributed.barrier()`, needs that process group (the message "
+        "says so). Unsafe too: `xmp.spawn` -> `torch_xla.launch`, for the index "
         "passed to the function: spawn passes the global ordinal, launch under torchrun passes "
         "`LOCAL_RANK`, so on several hosts `if index == 0:` changes meaning (the fix summary says "
         "so; `join`/`daemon` are ignored by every PJRT release and dropped). The others need a human."
@@ -76,7 +79,9 @@ class PlannedApiRemoval(LifecycleRule):
             target="2.7",
             expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
                             "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
-                            "use torch.distributed.barrier()"),),
+                            "use torch.distributed.barrier(); it needs a process group: "
+                            "torch.distributed.init_process_group('xla', init_method='xla://') in every worker; "
+                            "companion: xla_compat.rendezvous()"),),
             title="a reference without a call",
             fixed=("import functools\n"
                    "import xla_compat\n"

@@ -28,9 +28,10 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
     )
     fix_safety = (
         "The fix rewrites to the companion (`xla_compat.*`), which adds a dependency on it: it is "
-        "unsafe (`--unsafe-fixes`). `xla_compat.save`/`rendezvous`/`mesh_reduce`/`do_on_ordinals`/"
-        "`optimizer_step`/`reduce_gradients` also need a torch.distributed process group with several "
-        "processes (the fix summary says so; `save` takes a path, not a file object)."
+        "unsafe (`--unsafe-fixes`). `xla_compat.save` takes a path, not a file object. The companions "
+        "need no process group: without one, several processes meet in torch_xla's own rendezvous and "
+        "collectives, as the originals do; with one they use it (for the rendezvous helpers the fix "
+        "summary says what that changes)."
     )
     valid = (
         Example("import torch\n\ntorch.save({}, 'model.pt')\n", title="torch.save is not xm.save"),

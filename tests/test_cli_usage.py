@@ -234,7 +234,7 @@ def test_add_noqa_leaves_what_it_cannot_annotate(project, capsys) -> None:
     assert (project / "bad.py").read_text() == "import torch_xla\ndef f(:\n"
 
 
-def test_fix_summary_says_what_a_companion_needs(project, capsys) -> None:
+def test_fix_summary_says_what_a_companion_fix_changes(project, capsys) -> None:
     (project / "b.py").write_text(textwrap.dedent("""\
         import torch_xla.core.xla_model as xm
 
@@ -243,8 +243,9 @@ def test_fix_summary_says_what_a_companion_needs(project, capsys) -> None:
     (project / "guide.md").write_text("```python\n" + (project / "b.py").read_text() + "```\n")
     code, _, err = run(capsys, "fix", "--unsafe-fixes", "b.py", "guide.md")
     for name in ("b.py", "guide.md"):
-        assert f"flake8-xla: {name}: note: xla_compat.rendezvous() needs set-up: call " \
-               "torch.distributed.init_process_group(" in err
+        assert f"flake8-xla: {name}: note: xla_compat.rendezvous() needs no process group: without one the " \
+               "workers meet in torch_xla's rendezvous, as before; with one it is a gloo barrier, without " \
+               "torch_xla's graph syncs\n" in err
 
 
 def test_a_target_option_outside_the_known_releases_warns_once(project, capsys) -> None:

@@ -338,12 +338,13 @@ def test_a_rewrite_to_the_companion_is_never_safe() -> None:
     assert fixed(source, "2.4", unsafe=True) == "import xla_compat\nxla_compat.manual_seed(7)\n"
 
 
-def test_a_companion_that_needs_set_up_says_so() -> None:
+def test_a_companion_fix_says_what_it_changes() -> None:
     source = "import torch_xla.core.xla_model as xm\nxm.rendezvous('init')\n"
     outcome = fix_source(source, "m.py", target(), unsafe=True)
     assert outcome.source == "import xla_compat\nxla_compat.rendezvous('init')\n"
-    assert outcome.notes == ["xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group("
-                             "'xla', init_method='xla://') (or 'gloo') in every worker before it"]
+    assert outcome.notes == ["xla_compat.rendezvous() needs no process group: without one the workers meet in "
+                             "torch_xla's rendezvous, as before; with one it is a gloo barrier, without torch_xla's "
+                             "graph syncs"]
 
 
 def test_a_test_comparing_the_old_api_with_its_replacement_is_left_alone() -> None:
@@ -369,12 +370,13 @@ def test_the_companion_is_named_only_where_the_target_lacks_upstream_replacement
     assert new.message.endswith("use torch_xla.manual_seed() (2.5+)")
 
 
-def test_a_document_fix_reports_the_companion_set_up() -> None:
+def test_a_document_fix_reports_the_companion_s_note() -> None:
     text = "```python\nimport torch_xla.core.xla_model as xm\nxm.rendezvous('init')\n```\n"
     result = fix_document(read_document("guide.md", text), text, target(), lambda code: True, unsafe=True)
     assert result.text == "```python\nimport xla_compat\nxla_compat.rendezvous('init')\n```\n"
-    assert result.notes == ["xla_compat.rendezvous() needs set-up: call torch.distributed.init_process_group("
-                            "'xla', init_method='xla://') (or 'gloo') in every worker before it"]
+    assert result.notes == ["xla_compat.rendezvous() needs no process group: without one the workers meet in "
+                            "torch_xla's rendezvous, as before; with one it is a gloo barrier, without torch_xla's "
+                            "graph syncs"]
 
 
 # --- the layer's parts ------------------------------------------------------------------------------------

@@ -425,4 +425,6 @@ def test_plain_flake8_output_has_no_fix_mark(tmp_path) -> None:
     assert result.stdout.splitlines()[:2] == [
         f"file.py:2:1: XLA102 {MARK_STEP_MSG}",
         "file.py:4:1: XLA103 xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not "
-        "deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier()"]
+        "deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); "
+        "it needs a process group: torch.distributed.init_process_group('xla', init_method='xla://') in every "
+        "worker; companion: xla_compat.rendezvous()"]

@@ -78,8 +78,9 @@ def test_diagnostics_quick_fix_fix_all_and_a_clean_file(workspace) -> None:
 def test_an_unsafe_fix_is_labelled_and_noqa_silences_the_line(workspace) -> None:
     source = "import torch_xla.core.xla_model as xm\n\nxm.rendezvous('init')\n"
     message = ("xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not deprecated; it warns "
-               "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier() "
-               "(planned-api-removal)")
+               "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); it needs a "
+               "process group: torch.distributed.init_process_group('xla', init_method='xla://') in every worker; "
+               "companion: xla_compat.rendezvous() (planned-api-removal)")
 
     async def scenario():
         async with Editor(workspace) as editor:
@@ -174,7 +175,9 @@ def test_settings_from_the_client_and_reloading_the_project_configuration(worksp
     rendezvous_29 = rendezvous_27 = ("XLA103", "Warning",
                                      "xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan "
                                      "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
-                                     "use torch.distributed.barrier() (planned-api-removal)")
+                                     "use torch.distributed.barrier(); it needs a process group: "
+                                     "torch.distributed.init_process_group('xla', init_method='xla://') in every "
+                                     "worker; companion: xla_compat.rendezvous() (planned-api-removal)")
 
     async def scenario():
         async with Editor(workspace, initialization_options={"flake8-xla": {"ignore": ["XLA101"]}}) as editor:

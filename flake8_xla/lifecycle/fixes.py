@@ -35,11 +35,8 @@ def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
     title = _TITLES[kind](use, site.target)
     # a rewrite to the companion adds a dependency on it: never safe, whatever the row says
     companion = kind == "rename" and _is_companion(destination(row, site.target))
-    setup = f"{destination(row, site.target)}() needs set-up: {row.companion_setup}" \
-        if companion and row.companion_setup else None
-    # what the applied fix still asks of the user: the companion's set-up, and why the row is unsafe
-    note = "; ".join(n for n in (setup, row.fix.note) if n) or None
-    return Fix(title, tuple(edits), row.fix.safety == "safe" and not companion, tuple(imports), note)
+    # what the applied fix still asks of the user, or what it changes (why the row is unsafe)
+    return Fix(title, tuple(edits), row.fix.safety == "safe" and not companion, tuple(imports), row.fix.note)
 
 
 def _is_companion(dotted: Optional[str]) -> bool:

@@ -37,7 +37,7 @@ class Fix(NamedTuple):
     arguments: Tuple[Tuple[str, object], ...] = ()
     keep_positional: Optional[int] = None  # positional arguments beyond this become keywords
     except_names: Tuple[str, ...] = ()  # moved modules: names that did not move (no fix when used)
-    note: Optional[str] = None  # what an applied fix still asks of the user (why it is unsafe)
+    note: Optional[str] = None  # what an applied fix still asks of the user or changes (why it is unsafe)
 
 
 class ArgumentChange(NamedTuple):
@@ -70,7 +70,6 @@ class ApiRow(NamedTuple):
     plan: Optional[str]  # planned action for planned rows: deprecation, removal, internalization
     companion: Optional[str]  # the companion-runtime replacement (xla_compat), if any
     companion_note: Optional[str]  # why there is no companion replacement
-    companion_setup: Optional[str]  # what a program must do before the companion works
     fix: Fix
     evidence: str
     notes: Optional[str] = None
@@ -116,8 +115,8 @@ class ApiRow(NamedTuple):
             target is None or self.replacement_since is None or target >= self.replacement_since)
 
     def advice(self, target: Optional[Version] = None) -> str:
-        """What to use instead; the companion is named only where the target has no upstream
-        replacement (with no target: always, as the migration guide does)."""
+        """What to use instead; the companion is named where the target has no upstream
+        replacement (with no target: always, as the migration guide does) and where the fix writes it."""
         if self.instead_before and target is not None and self.added_in and target < self.added_in:
             return self.instead_before
         if self.replacement:
@@ -126,7 +125,7 @@ class ApiRow(NamedTuple):
             text = f"{text}; {self.instead}" if self.instead else text
         else:
             text = self.instead or "no replacement"
-        upstream = target is not None and self.upstream_on(target)
+        upstream = target is not None and self.upstream_on(target) and self.fix.to != "companion"
         return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
 
 
@@ -193,7 +192,6 @@ def _row(raw: dict) -> ApiRow:
         plan=raw.get("plan"),
         companion=raw.get("companion"),
         companion_note=raw.get("companion_note"),
-        companion_setup=raw.get("companion_setup"),
         fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
                 tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
                 fix.get("keep_positional"), tuple(fix.get("except_names", ())), fix.get("note")),
