@@ -181,3 +181,29 @@ def test_hooks_cover_notebooks_and_documents(project, pre_commit) -> None:
     assert reported == [MARK_STEP_LINE.replace("a.py:2:1", "guide.md:5:1")]
     fixed = pre_commit.run(project, "flake8-xla-fix", "guide.md")
     assert fixed.returncode == 1 and (project / "guide.md").read_text() == "# Guide\n\n```python\n" + FIXED + "```\n"
+
+
+def test_the_documented_config_pins_a_commit_with_autoupdate(tmp_path, pre_commit) -> None:
+    """docs/pre-commit.md's first configuration, pointed at the hook repository, then `pre-commit
+    autoupdate` as the page says: with no release tagged, rev becomes the newest commit, and the
+    hooks run from there."""
+    import re
+
+    page = (ROOT / "docs" / "pre-commit.md").read_text(encoding="utf-8")
+    config = re.search(r"```yaml\n(repos:\n.*?)```", page, re.S).group(1)
+    assert "https://github.com/flake8-xla/flake8-xla" in config
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".pre-commit-config.yaml").write_text(
+        config.replace("https://github.com/flake8-xla/flake8-xla", str(pre_commit.hook_repo)))
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.9.0\n")
+    updated = pre_commit(tmp_path, "autoupdate")
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    written = (tmp_path / ".pre-commit-config.yaml").read_text()
+    assert re.findall(r"rev: (.*)", written) == [pre_commit.rev]
+    (tmp_path / "a.py").write_text(MARK_STEP)
+    commit_all(tmp_path, "deprecated call")
+    result = pre_commit(tmp_path, "run", "--color=never", "--files", "a.py")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert status_line(result.stdout, "flake8-xla fix").endswith("Failed")
+    assert status_line(result.stdout, "flake8-xla").endswith("Passed")  # it reports what the fix left: nothing
+    assert (tmp_path / "a.py").read_text() == FIXED
