@@ -445,5 +445,6 @@ def test_slow_marker_selects_the_long_tests() -> None:
         "test_precommit.py::test_check_hook_passes_a_clean_file",
         "test_precommit.py::test_fix_hook_rewrites_then_passes",
         "test_precommit.py::test_hooks_cover_notebooks_and_documents",
+        "test_precommit.py::test_the_documented_config_pins_a_commit_with_autoupdate",
         "test_property.py::test_composed_programs_report_inside_the_file",
     } | packaging
