@@ -80,24 +80,53 @@ def check_target(value: object, where: str, known: Sequence[Version], warn: Opti
 
 
 # A requirement names torch_xla (any spelling, extras allowed) followed by its specifiers.
-_REQ_NAME_RE = re.compile(r"^\s*torch[-_.]xla\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.IGNORECASE)
-_FLOOR_RE = re.compile(r"(?P<op>>=|==|~=|===|>|\^|~)\s*v?(?P<ver>\d+\.\d+(?:\.\d+)?)")
+_REQ_NAME_RE = re.compile(r"^\s*torch[-_.]xla(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.IGNORECASE)
+_FLOOR_RE = re.compile(r"(?P<op>>=|==|~=|===|>|\^|~)\s*v?(?P<ver>\d+(?:\.\d+){0,2})")
+# one clause of a specifier as pip or poetry write it: >=2.5, ==2.5.*, <3, ^2.5, ~2.5, 2.5, *
+_CLAUSE_RE = re.compile(r"(?:(?:===|==|>=|<=|~=|!=|>|<|\^|~)\s*)?v?\d+(?:\.\d+)*(?:\.\*)?"
+                        r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview|post|dev)\d*)*(?:\+[a-z0-9.]+)?|\*",
+                        re.IGNORECASE)
+# a direct reference to a wheel: torch_xla @ https://.../torch_xla-2.5.0-cp310-...whl
+_WHEEL_VERSION_RE = re.compile(r"torch[-_]xla-(\d+\.\d+(?:\.\d+)?)[^/]*\.whl$", re.IGNORECASE)
 
 
 def requirement_floor(requirement: str) -> Optional[Version]:
     """The lowest torch_xla release a requirement string admits, or None if it is unbounded."""
+    return read_requirement(requirement)[0]
+
+
+def read_requirement(requirement: str) -> Tuple[Optional[Version], Optional[str]]:
+    """A torch_xla requirement's floor, and why it could not be read when it names torch_xla with
+    a version nobody can read (``torch_xla==2.x``, a URL that is no wheel): such a pin is reported,
+    not taken for "any release"."""
     match = _REQ_NAME_RE.match(requirement)
     if not match:
-        return None
-    return _spec_floor(match.group("spec"))
+        return None, None
+    # what follows the specifier on a requirements line: `-f URL`, `--hash=...`, a continuation
+    spec = re.split(r"\s+-|\s*\\\s*$", match.group("spec"))[0].strip()
+    if spec.startswith("(") and spec.endswith(")"):  # the old `torch_xla (>=2.5)` form
+        spec = spec[1:-1].strip()
+    if spec.startswith("@"):  # a direct reference: only a wheel's file name says its version
+        wheel = _WHEEL_VERSION_RE.search(spec.split("#", 1)[0].strip())
+        if wheel:
+            return parse_version(wheel.group(1)), None
+        return None, "its version cannot be read from the URL (only a wheel's file name says it)"
+    clauses = [c.strip() for c in spec.split(",")]
+    if spec and not all(_CLAUSE_RE.fullmatch(c) for c in clauses):
+        return None, "it is not a version specifier (e.g. torch_xla>=2.6 or torch_xla==2.8.*)"
+    return _spec_floor(spec), None
 
 
 def _spec_floor(spec: str) -> Optional[Version]:
-    floors = [parse_version(m.group("ver")) for m in _FLOOR_RE.finditer(spec)]
-    bare = re.fullmatch(r"\s*v?(\d+\.\d+(?:\.\d+)?)\s*", spec)  # poetry: "2.5" means ==2.5
+    floors = [_floor_version(m.group("ver")) for m in _FLOOR_RE.finditer(spec)]
+    bare = re.fullmatch(r"\s*v?(\d+(?:\.\d+){0,2})\s*", spec)  # poetry: "2.5" means ==2.5
     if bare:
-        floors.append(parse_version(bare.group(1)))
+        floors.append(_floor_version(bare.group(1)))
     return max(floors) if floors else None
+
+
+def _floor_version(text: str) -> Version:
+    return parse_version(text if "." in text else f"{text}.0")  # >=3 admits 3.0
 
 
 Warn = Callable[[str], None]
@@ -111,13 +140,17 @@ def _warn_stderr(message: str) -> None:
 Floor = Tuple[Version, str, str]
 
 
-def _floor_from_requirements(lines: Iterable[str]) -> Optional[Floor]:
+def _floor_from_requirements(lines: Iterable[str], path: str) -> Optional[Floor]:
     found = []
     for line in lines:
         if isinstance(line, str):
-            floor = requirement_floor(line)
-            if floor is not None:
-                text = line.split("#", 1)[0].strip()
+            floor, problem = read_requirement(line)
+            text = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+            if problem is not None:
+                number = _line_of(path, text)
+                where = path if number is None else f"{path}:{number}"
+                _warn_once(f"{where}: {text}: not used as the target: {problem}")
+            elif floor is not None:
                 found.append((floor, text, text))
     return min(found, key=lambda item: item[0]) if found else None
 
@@ -144,7 +177,7 @@ def _from_pyproject(path: str) -> Optional[Floor]:
         reqs.extend(_list(extra))
     for group in _table(data.get("dependency-groups")).values():
         reqs.extend(_list(group))
-    floor = _floor_from_requirements(reqs)
+    floor = _floor_from_requirements(reqs, path)
     if floor is not None:
         return floor
     poetry = _table(_table(data.get("tool")).get("poetry"))
@@ -172,12 +205,12 @@ def _from_setup_cfg(path: str) -> Optional[Floor]:
     if parser.has_section("options.extras_require"):
         for _, value in parser.items("options.extras_require"):
             lines += value.splitlines()
-    return _floor_from_requirements(lines)
+    return _floor_from_requirements(lines, path)
 
 
 def _from_requirements_txt(path: str) -> Optional[Floor]:
     with open(path, encoding="utf-8", errors="replace") as f:
-        return _floor_from_requirements(f)
+        return _floor_from_requirements(f, path)
 
 
 def _line_of(path: str, requirement: str) -> Optional[int]:
@@ -306,6 +339,11 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version, origin
         separator = " " if where == EXPLICIT else " = "
         return Target(parse_version(explicit), where, f"{where}{separator}{explicit}")
     found = _project_floor(_start_directory(filename))
+    if found is not None and found.version > latest:
+        # torch_xla==2.12 is no release (2.9 was the last): the rules judge it as the newest they know
+        _warn_once(f"{found.origin}: torch_xla {found.version} is newer than the last release flake8-xla knows "
+                   f"({latest}); linting for torch_xla {latest}")
+        return found._replace(version=latest, origin=f"{found.origin} (newer than {latest}, the last known)")
     if found is not None:
         return found
     installed = installed_version()

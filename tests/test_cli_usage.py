@@ -42,7 +42,7 @@ def feed_stdin(monkeypatch, text: str) -> None:
     (["check", "--output-file", ".", "."], "--output-file: . is a directory"),
     (["check", "-j", "0", "."], "argument -j/--jobs: must be at least 1, not 0"),
     (["fix", "-j", "-3", "."], "argument -j/--jobs: must be at least 1, not -3"),
-    (["check", "-j", "many", "."], "argument -j/--jobs: expected a whole number, not 'many'"),
+    (["check", "-j", "many", "."], "argument -j/--jobs: expected a whole number or auto, not 'many'"),
     (["check", "--max-file-size", "0", "."],
      "argument --max-file-size: not a size: '0' (expected a positive number of bytes, or e.g. 512K, 10M, 1G)"),
     (["check", "--color", "sometimes", "."],

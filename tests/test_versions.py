@@ -101,6 +101,11 @@ def test_parse_version_rejects(text: str) -> None:
     ("torch_xla>=2.5; python_version>='3.10'", Version(2, 5)),
     ("torchvision>=0.20", None),
     ("torch>=2.5", None),
+    ("torch_xla_utils>=1.0", None),  # another package whose name starts the same
+    ("torch_xla[tpu]~=2.5.0 -f https://storage.googleapis.com/libtpu-releases/index.html", Version(2, 5)),
+    ("torch_xla @ https://example.org/wheels/torch_xla-2.6.0-cp311-cp311-manylinux_2_28_x86_64.whl", Version(2, 6)),
+    ("torch_xla (>=2.4)", Version(2, 4)),
+    ("torch_xla>=2", Version(2, 0)),
 ])
 def test_requirement_floor(requirement: str, floor) -> None:
     assert requirement_floor(requirement) == floor
@@ -326,3 +331,29 @@ def test_installed_version_is_none_without_torch_xla_metadata(tmp_path, monkeypa
         assert versions.installed_version() is None
     finally:
         versions.installed_version.cache_clear()
+
+
+@pytest.mark.parametrize("requirement, problem", [
+    ("torch_xla==2.x", "it is not a version specifier (e.g. torch_xla>=2.6 or torch_xla==2.8.*)"),
+    ("torch_xla>=two", "it is not a version specifier (e.g. torch_xla>=2.6 or torch_xla==2.8.*)"),
+    ("torch_xla @ git+https://github.com/pytorch/xla",
+     "its version cannot be read from the URL (only a wheel's file name says it)"),
+])
+def test_a_pin_nobody_can_read_is_reported_not_taken_for_any_release(tmp_path, monkeypatch, capsys, requirement,
+                                                                     problem) -> None:
+    _no_installed(monkeypatch)
+    (tmp_path / "requirements.txt").write_text(f"torch\n{requirement}\n")
+    target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
+    assert target.source == "newest release known to flake8-xla"
+    assert capsys.readouterr().err == (f"flake8-xla: warning: {tmp_path / 'requirements.txt'}:2: {requirement}: "
+                                       f"not used as the target: {problem}\n")
+
+
+def test_a_pin_past_the_last_release_is_linted_as_the_last_and_said(tmp_path, monkeypatch, capsys) -> None:
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch_xla==2.12\n")
+    target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
+    assert target == versions.Target(Version(2, 9), f"torch_xla requirement in {req}",
+                                     f"{req}:1: torch_xla==2.12 (newer than 2.9, the last known)")
+    assert capsys.readouterr().err == (f"flake8-xla: warning: {req}:1: torch_xla==2.12: torch_xla 2.12 is newer "
+                                       "than the last release flake8-xla knows (2.9); linting for torch_xla 2.9\n")

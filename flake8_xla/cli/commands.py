@@ -35,11 +35,18 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive_int(text: str) -> int:
+def _jobs(text: str) -> int:
+    """-j N, or -j auto (flake8's spelling): one worker per CPU."""
+    if text.strip().lower() == "auto":
+        return os.cpu_count() or 1
+    return _positive_int(text, " or auto")
+
+
+def _positive_int(text: str, what: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number{what}, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -90,7 +97,8 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="print the resolved settings (config file, target per project, excludes) and exit")
     parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
     parser.add_argument("--isolated", action="store_true", help="ignore configuration files")
-    parser.add_argument("-j", "--jobs", type=_positive_int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=os.cpu_count() or 1,
+                        help="worker processes, or auto: one per CPU (the default)")
     parser.add_argument("--unsafe-fixes", action="store_true",
                         help="also apply (fix) or count as fixable (check) fixes that may change behaviour")
     parser.add_argument("--show-source", action="store_true",
@@ -232,9 +240,12 @@ def _prepare(args: argparse.Namespace) -> Tuple[Settings, CodeSelector, List[str
     if args.verbose:
         for note in finder.notes:
             _note(note)
-    if not files:
+    if not files and finder.excluded_named and len(finder.excluded_named) == len(args.paths):
+        # pre-commit names the files and an exclude drops them all: that is the setting working
+        _note("nothing to check: " + "; ".join(finder.excluded_named)
+              + "; --force-exclude applies the excludes to named paths too")
+    elif not files:  # still a run: a report format CI uploads gets its empty report ([], a SARIF run)
         emit("flake8-xla: warning: no Python files found in " + ", ".join(args.paths) + "\n", sys.stderr)
-        return settings, selector, files, 0
     return settings, selector, files, None
 
 
@@ -316,8 +327,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if "-" in args.paths and len(args.paths) > 1:
         raise UsageError("`fix -` fixes stdin alone; name no other paths with it")
     settings, selector, files, done = _prepare(args)
-    if done is not None:
-        return done
+    if done is not None or not files:
+        return done or 0
     job = Job(settings, selector, fix=True, unsafe=args.unsafe_fixes, diff=args.diff,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, show_source=args.show_source)
     results = list(run_files(job, files, args.jobs))

@@ -61,6 +61,7 @@ class FileFinder:
         self.suffixes = PYTHON_SUFFIXES + (DOC_SUFFIXES if include_docs else ())
         self.gitignore = GitIgnore() if respect_gitignore else None
         self.notes: List[str] = []
+        self.excluded_named: List[str] = []  # paths given explicitly that --force-exclude dropped, and why
 
     def find(self, paths: Sequence[str]) -> List[str]:
         found: List[str] = []
@@ -74,7 +75,8 @@ class FileFinder:
             if self.force_exclude:
                 reason = self.explicit_exclusion(path, is_dir)
                 if reason is not None:
-                    self.notes.append(f"{display_name(path)}: excluded by {reason.describe()}")
+                    self.excluded_named.append(f"{display_name(path)}: excluded by {reason.describe()}")
+                    self.notes.append(self.excluded_named[-1])
                     continue
             if is_dir:
                 self._walk(path, found)

@@ -11,7 +11,7 @@ from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import is_document
 from ..engine import TOO_DEEP, all_rules, collector_paused, concerns_xla, fix_source, lint_fixable, too_deep_message
-from ..output.formats import Finding
+from ..output.formats import Finding, suggested_fix
 from ..lifecycle.table import api_table
 from ..fixing.lines import split_lines
 from ..noqa import file_is_exempt, filter_noqa
@@ -22,7 +22,7 @@ from .adding_noqa import add_noqa
 from .output import display_name
 from .project import may_hold_framework_hooks, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
-from .writing import WriteRefused, write_preserving
+from .writing import WriteRefused, unified_diff, write_preserving
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
@@ -66,6 +66,8 @@ class Job(NamedTuple):
     stdin_filename: Optional[str] = None  # the path `-` stands for: selection, target, document kind
     add_noqa: bool = False
     show_source: bool = False  # findings carry the line they are on
+    # fixable findings carry their fix's edits (SARIF); the cache stores none, so such a run goes without it
+    fix_edits: bool = False
 
 
 def _logical_path(job: Job, path: str) -> str:
@@ -101,21 +103,28 @@ def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module,
     project = project_index() if path != "-" else None
     if project is not None:
         project.begin(hooks_only)
-    pairs, _ = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
-                            sync_functions=job.settings.sync_functions, project=project)
-    return [(d, None if f is None else f.safe) for d, f in pairs], project.consulted() if project else {}
+    pairs, site = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
+                               sync_functions=job.settings.sync_functions, project=project)
+    raw = [(d, None if f is None else f.safe,
+            suggested_fix(text, site, d.code, f) if job.fix_edits and f is not None and (f.safe or job.unsafe) else None)
+           for d, f in pairs]
+    return raw, project.consulted() if project else {}
 
 
 def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
-    """Selection and `# noqa` over the raw diagnostics (with their fix safety)."""
+    """Selection and `# noqa` over the raw diagnostics (with their fix safety and suggested fix)."""
     lines = split_lines(text)
     if not raw or file_is_exempt(lines):
         return [], 0
     wanted = job.selector.for_file(path)
-    pairs = [(d, safe) for d, safe in raw if wanted(d.code)]
-    kept = set(filter_noqa(lines, [d for d, _ in pairs]))
-    findings = [Finding(display, d, safe is not None and (safe or job.unsafe)) for d, safe in pairs if d in kept]
-    unsafe_only = sum(1 for d, safe in pairs if d in kept and safe is False and not job.unsafe)
+    chosen = [item for item in raw if wanted(item[0].code)]
+    kept = set(filter_noqa(lines, [d for d, _, _ in chosen]))
+    findings = []
+    for d, safe, fix in chosen:
+        if d in kept:
+            fixable = safe is not None and (safe or job.unsafe)
+            findings.append(Finding(display, d, fixable, fix=fix if fixable else None))
+    unsafe_only = sum(1 for d, safe, _ in chosen if d in kept and safe is False and not job.unsafe)
     return findings, unsafe_only
 
 
@@ -224,10 +233,7 @@ def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str,
                result: FileResult) -> bool:
     """Show the fixed text as a diff (--diff) or write it; True when the file now holds it."""
     if job.diff:
-        import difflib  # --diff only
-
-        result.diff = "".join(difflib.unified_diff(split_lines(source.text), split_lines(new_text),
-                                                   f"a/{display}", f"b/{display}"))
+        result.diff = unified_diff(split_lines(source.text), split_lines(new_text), f"a/{display}", f"b/{display}")
         result.fixed = fixed
         return False
     if path == "-":
@@ -296,12 +302,13 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
     if job.add_noqa:
         result.notes.append(f"{display}: --add-noqa leaves notebooks and documents alone")
     file_lines = split_lines(text)
-    for program, raw in lint_document(document, text, target, assume_xla, job.settings.sync_functions):
-        findings, unsafe = _findings(job, name, display, program.source, raw)
+    for program, pairs in lint_document(document, text, target, assume_xla, job.settings.sync_functions):
+        # a document's fixes are edits of its blocks, not of the file: none is suggested
+        findings, unsafe = _findings(job, name, display, program.source, [(d, safe, None) for d, safe in pairs])
         result.unsafe_available += unsafe
         program_lines = split_lines(program.source)
         for finding in findings:
-            located = program.locate(document, finding.diagnostic)
+            located = _located_with_end(document, program, finding.diagnostic)
             if located is None:
                 continue
             source_line = None
@@ -313,6 +320,20 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
                                            located.file_line, source_line))
     result.findings.sort(key=lambda f: (f.cell or 0, f.diagnostic))
     return result
+
+
+def _located_with_end(document, program, diagnostic: Diagnostic):
+    """The diagnostic in document coordinates, its end too when it lies in the same block (locate
+    moves the start only; an end in another block, or in no block, is dropped)."""
+    located = program.locate(document, diagnostic)
+    if located is None or diagnostic.end_line is None:
+        return located
+    same_block = program.block_of(diagnostic.end_line) == program.block_of(diagnostic.line)
+    end = program.locate(document, diagnostic._replace(line=diagnostic.end_line, col=diagnostic.end_col)) \
+        if same_block else None
+    moved = located.diagnostic._replace(end_line=end.diagnostic.line if end else None,
+                                        end_col=end.diagnostic.col if end else None)
+    return located._replace(diagnostic=moved)
 
 
 # --- many files: worker processes ---------------------------------------------------------------------
@@ -365,6 +386,8 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
         api_table()  # load the rule data and the rules once, before forking, instead of once per worker
         all_rules()
+        for path in {os.path.dirname(os.path.abspath(f)): f for f in files}.values():
+            target_for(job, path)  # read each project's pins here: a warning about one is printed once
         # worker machinery only when workers start: not on every single-file run's start-up
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor

@@ -72,3 +72,19 @@ def _write_in_place(target: str, data: bytes) -> None:
             f.truncate()
             f.flush()
             raise
+
+
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def unified_diff(old_lines, new_lines, old_name: str, new_name: str) -> str:
+    """A unified diff `git apply` and `patch` accept: a last line without its ending gets the
+    ``\\ No newline at end of file`` marker (difflib would glue the next diff line onto it)."""
+    import difflib  # --diff only
+
+    out = []
+    for line in difflib.unified_diff(old_lines, new_lines, old_name, new_name):
+        out.append(line)
+        if not line.endswith(("\n", "\r")):
+            out.append("\n" + NO_NEWLINE)
+    return "".join(out)
