@@ -18,13 +18,16 @@ import functools
 import json
 import os
 import re
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import flake8_xla
 import flake8_xla.rules  # the package only: its RULES load on first use
 
 from . import __version__
-from .rule import Diagnostic
+from .rule import LEVELS, Diagnostic
+
+if TYPE_CHECKING:  # what a check run makes of a fix for SARIF; the cache stores none
+    from .output.formats import SuggestedFix
 
 try:
     from _blake2 import blake2b  # what hashlib would give, without loading OpenSSL (~3 ms a start)
@@ -32,9 +35,12 @@ except ImportError:  # another Python implementation
     from hashlib import blake2b
 
 CACHE_DIR_NAME = ".flake8_xla_cache"
-FORMAT = 2  # the layout of a results file; another number is another layout
+FORMAT = 3  # the layout of a results file; another number is another layout (3: diagnostics keep end and level)
 MAX_ENTRIES = 20000  # least recently used entries beyond this are dropped on save
-Entry = List[Tuple[Diagnostic, Optional[bool]]]  # fix safety: True safe, False unsafe, None no fix
+# each diagnostic with its fix safety (True safe, False unsafe, None no fix) and the fix's edits when
+# the run asked for them (SARIF). Edits cost two parses per fix and are not stored: entries hold None,
+# and a run that wants edits does not use the cache.
+Entry = List[Tuple[Diagnostic, Optional[bool], Optional["SuggestedFix"]]]
 
 # what flake8-xla's behaviour is made of: its code and the rule data shipped beside it
 _FINGERPRINTED = (".py", ".yaml", ".yml", ".json")
@@ -101,19 +107,24 @@ def content_key(text: str, target: str, assume_xla: bool = False,
     return blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+def _position(line: object, col: object) -> bool:
+    return type(line) is int and line >= 1 and type(col) is int and col >= 0
+
+
 def _diagnostics(raw: object) -> Optional[Entry]:
     """A stored diagnostics list, or None when any part has the wrong shape."""
     if not isinstance(raw, list):
         return None
     out: Entry = []
     for item in raw:
-        if not (isinstance(item, list) and len(item) == 5):
+        if not (isinstance(item, list) and len(item) == 8):
             return None
-        line, col, code, message, safe = item
-        if not (type(line) is int and line >= 1 and type(col) is int and col >= 0
-                and isinstance(code, str) and isinstance(message, str) and safe in (True, False, None)):
+        line, col, code, message, end_line, end_col, level, safe = item
+        if not (_position(line, col) and isinstance(code, str) and isinstance(message, str)
+                and (_position(end_line, end_col) or end_line is end_col is None)
+                and (level is None or level in LEVELS) and safe in (True, False, None)):
             return None
-        out.append((Diagnostic(line, col, code, message), safe))
+        out.append((Diagnostic(line, col, code, message, end_line, end_col, level), safe, None))
     return out
 
 
@@ -188,7 +199,7 @@ class ResultCache:
         if old is not None and old != key:
             self.entries.pop(old, None)  # the file changed (or its target/options did): one entry per file
         self.keys[path] = key
-        self.entries[key] = {"used": self.run, "path": path, "diagnostics": [[*d, safe] for d, safe in diagnostics]}
+        self.entries[key] = {"used": self.run, "path": path, "diagnostics": [[*d, safe] for d, safe, _ in diagnostics]}
         if deps:
             self.entries[key]["deps"] = dict(deps)
         self.dirty = True

@@ -42,7 +42,7 @@ class Settings(NamedTuple):
     base_dir: str = "."  # per-file-ignores and excludes are relative to it
 
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "json", "sarif", "github", "concise", "full")
 _KEYS = {
     "select", "extend-select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "extend-exclude",
     "target-version", "xla-target-version", "output-format", "assume-torch-xla", "xla-assume-torch-xla",

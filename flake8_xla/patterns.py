@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
 
-from .rule import Diagnostic, Example, FileContext, Rule
+from .rule import Diagnostic, Example, FileContext, Level, Rule, character_column
 from .analysis.semantic import SemanticModel
 from .analysis.tensors import TensorFacts
 from .analysis.loops import StepRegions
@@ -45,6 +45,11 @@ def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
                          tuple(tuple(x) for x in e.get("expect", ())), e.get("title", "")) for e in raw or ())
 
 
+# ast-grep's severities as levels; "off" disables a rule in ast-grep and is refused here (the
+# select/ignore options turn rules off)
+_LEVELS: Dict[str, Level] = {"error": "error", "warning": "warning", "info": "note", "hint": "note"}
+
+
 def load_pattern_rule(path: str) -> type:
     """A Rule class built from one YAML file."""
     data = rule_units.read_data(path)
@@ -63,7 +68,7 @@ def load_pattern_rule(path: str) -> type:
         "fix_safety": meta.get("fix_safety", "No automatic fix."),
         "references": tuple(meta.get("references", ())),
         "valid": _examples(meta.get("valid")), "invalid": _examples(meta.get("invalid")),
-        "spec": spec, "source_file": name,
+        "level": _LEVELS[data.get("severity", "warning")], "spec": spec, "source_file": name,
         "__module__": f"flake8_xla.rules.{os.path.splitext(name)[0]}",  # mechanical naming: the YAML file is the unit
     }
     return type(f"PatternRule_{meta['code']}", (PatternRule,), attributes)
@@ -121,9 +126,9 @@ class PatternRun:
                 message = _first_accepted(rule.spec, alternatives, node, span, refs, expressions)
                 if message is not None and not expressions.never_on_xla(node):
                     seen.add((rule.code, span))
-                    start = node.range().start
+                    start, end = node.range().start, node.range().end  # ast-grep counts characters
                     self.by_code.setdefault(rule.code, []).append(
-                        Diagnostic(start.line + 1, start.column, rule.code, message))
+                        Diagnostic(start.line + 1, start.column, rule.code, message, end.line + 1, end.column))
 
     def get(self, code: str, default=()):
         return self.by_code.get(code, default)
@@ -149,7 +154,7 @@ class _ReferencesByPosition:
         for ref in self._by_line.get(line, ()):
             node = ref.node
             if self.ctx.column(node)[1] == column and \
-                    (node.end_lineno, _character_column(self.ctx.lines, node.end_lineno, node.end_col_offset)) == end:
+                    (node.end_lineno, character_column(self.ctx.lines, node.end_lineno, node.end_col_offset)) == end:
                 return ref.qualname
         return None
 
@@ -175,7 +180,7 @@ class _Expressions:
         wanted = (start.column, end.line + 1, end.column)
         for expr in self._by_line.get(start.line + 1, ()):
             if (ctx.column(expr)[1], expr.end_lineno,
-                    _character_column(ctx.lines, expr.end_lineno, expr.end_col_offset)) == wanted:
+                    character_column(ctx.lines, expr.end_lineno, expr.end_col_offset)) == wanted:
                 return expr
         return None
 
@@ -197,11 +202,6 @@ class _Expressions:
                 if not test(self.at(node)):
                     return False
         return True if checked else None
-
-
-def _character_column(lines: Sequence[str], line: int, byte_col: int) -> int:
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return byte_col if text.isascii() else len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
 
 def _first_accepted(spec: PatternSpec, alternatives, node, span: Tuple[int, int], refs,

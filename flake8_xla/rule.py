@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple,
-                    Type, TypeVar)
+from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable, Literal, NamedTuple, Optional,
+                    Sequence, Tuple, Type, TypeVar)
 
 from .versions import Target
 
@@ -14,11 +14,46 @@ if TYPE_CHECKING:  # the table is data a context carries; rule.py sits below the
 F = TypeVar("F")
 
 
+# How bad a diagnostic is, in SARIF's words (GitHub annotations say "notice" for a note):
+# error: the code fails on the target (it raises, or cannot be imported); warning: a problem to fix;
+# note: an opt-in heuristic's hint, which may well be fine.
+Level = Literal["error", "warning", "note"]
+LEVELS: Tuple[Level, ...] = ("error", "warning", "note")
+
+
 class Diagnostic(NamedTuple):
     line: int  # 1-based
     col: int  # 0-based character column (flake8 adds 1 when printing)
     code: str
     message: str
+    # where the reported node ends: 1-based line, 0-based character column just past its last
+    # character; None when unknown (flake8's own errors, file-level errors)
+    end_line: Optional[int] = None
+    end_col: Optional[int] = None
+    level: Optional[Level] = None  # this diagnostic's own level; None: its rule's
+
+    # A diagnostic is what is said where: line, column, code and message. The extent and the level
+    # ride along, so one rebuilt from those four (by flake8, an editor, a test) equals the engine's.
+    def __eq__(self, other: object) -> bool:
+        return self[:4] == other[:4] if isinstance(other, tuple) else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return self[:4] != other[:4] if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self[:4])
+
+    def __lt__(self, other: tuple) -> bool:
+        return self[:4] < other[:4]
+
+    def __le__(self, other: tuple) -> bool:
+        return self[:4] <= other[:4]
+
+    def __gt__(self, other: tuple) -> bool:
+        return self[:4] > other[:4]
+
+    def __ge__(self, other: tuple) -> bool:
+        return self[:4] >= other[:4]
 
     def render(self, filename: str) -> str:
         return f"{filename}:{self.line}:{self.col + 1}: {self.code} {self.message}"
@@ -63,12 +98,20 @@ class FileContext:
 
     def column(self, node: ast.AST) -> Tuple[int, int]:
         """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""
-        line, col = node.lineno, node.col_offset
-        if 0 < line <= len(self.lines):
-            text = self.lines[line - 1]
-            if not text.isascii():
-                col = len(text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
-        return line, col
+        return node.lineno, character_column(self.lines, node.lineno, node.col_offset)
+
+    def end(self, node: ast.AST) -> Tuple[Optional[int], Optional[int]]:
+        """(line, 0-based character column just past it) where a node ends; (None, None) when the node has no end."""
+        line, col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+        if line is None or col is None:
+            return None, None
+        return line, character_column(self.lines, line, col)
+
+
+def character_column(lines: Sequence[str], line: int, byte_col: int) -> int:
+    """The character column of an ast (UTF-8 byte) column on a 1-based line."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return byte_col if text.isascii() else len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
 
 class Rule:
@@ -88,6 +131,9 @@ class Rule:
     # A migration rule (XLA5xx, "torchtpu") runs only when the target says the code moves there
     # (``--migrate-to torchtpu``), and then the torch_xla rules (migration None) do not run.
     migration: ClassVar[Optional[str]] = None
+    # How bad its diagnostics are (SARIF level, GitHub annotation, JSON severity) unless one says
+    # otherwise (Diagnostic.level): a lifecycle use that raises on the target is an error.
+    level: ClassVar[Level] = "warning"
 
     def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -97,9 +143,17 @@ class Rule:
         or None when it has no fix. Rules with fixes override this and derive ``check`` from it."""
         return ((d, None) for d in self.check(ctx))
 
-    def diagnostic(self, ctx: FileContext, node: ast.AST, message: str) -> Diagnostic:
+    def diagnostic(self, ctx: FileContext, node: ast.AST, message: str, level: Optional[Level] = None) -> Diagnostic:
+        """A diagnostic spanning ``node``; ``level``: this one's, when it is not the rule's."""
         line, col = ctx.column(node)
-        return Diagnostic(line, col, self.code, message)
+        end_line, end_col = ctx.end(node)
+        return Diagnostic(line, col, self.code, message, end_line, end_col, None if level == self.level else level)
+
+    @classmethod
+    def no_fix_reason(cls) -> str:
+        """Why a diagnostic of this rule got no fix, when its builder gave no reason: the rule's fix
+        safety, without the "No automatic fix:" such a text starts with."""
+        return re.sub(r"^No (?:automatic )?fix[:;.,]?\s*", "", cls.fix_safety).strip() or "this rule has no automatic fix"
 
     @classmethod
     def module_name(cls) -> str:

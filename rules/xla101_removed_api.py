@@ -9,6 +9,7 @@ class RemovedApi(LifecycleRule):
     summary = "A torch_xla function or class that no longer exists on the target release"
     kinds = ("function", "class", "decorator")
     states = ("removed",)
+    level = "error"  # every use raises on the target (AttributeError, ImportError)
     what_it_does = (
         "Flags uses of torch_xla functions, classes and decorators that were removed on the target "
         "release, including the `from ... import` line that names them, and names the replacement. "

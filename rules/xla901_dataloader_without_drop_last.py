@@ -24,6 +24,7 @@ class DataloaderWithoutDropLast(Rule):
     name = "dataloader-without-drop-last"
     summary = "A batching DataLoader without drop_last=True in a torch_xla program"
     off_by_default = True
+    level = "note"  # an opt-in heuristic's hint
     what_it_does = (
         "In a file that uses torch_xla, flags `torch.utils.data.DataLoader(...)` calls (any import form) "
         "that batch (`batch_size` other than 1 or None) without `drop_last=True`, including an explicit "

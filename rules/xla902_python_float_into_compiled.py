@@ -21,6 +21,7 @@ class PythonFloatIntoCompiled(Rule):
     name = "python-float-into-compiled"
     summary = "A Python float that changes every call passed to a torch.compile(backend=\"openxla\") function"
     off_by_default = True
+    level = "note"  # an opt-in heuristic's hint
     what_it_does = (
         "Flags, inside a loop, an argument of a call to a function compiled with "
         "`torch.compile(backend=\"openxla\")` (decorated, or the result of `torch.compile(f, "

@@ -8,6 +8,7 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
     name = "planned-removal-without-replacement"
     summary = "A torch_xla API the usability plan will remove, with no upstream replacement on the target"
     off_by_default = True
+    level = "note"  # an opt-in heuristic's hint
     kinds = ("function", "class", "decorator")
     states = ("planned",)
     what_it_does = (

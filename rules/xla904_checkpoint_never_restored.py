@@ -58,6 +58,7 @@ class CheckpointNeverRestored(Rule):
         "https://github.com/pytorch/xla/blob/v2.9.0/docs/source/perf/spmd_distributed_checkpoint.md",
     )
     off_by_default = True
+    level = "note"  # an opt-in heuristic's hint
     valid = (
         Example(HEADER + EXAMPLE_MANAGER + "from torch_xla.experimental.distributed_checkpoint import prime_optimizer"
                 "\n\nmgr = CheckpointManager('gs://bucket/run', save_interval=100)\nstart = 0\n"

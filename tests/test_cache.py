@@ -97,14 +97,20 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
     good, bad = content_key(TEXT, "2.9"), content_key(TEXT, "2.8")
     _results_file(directory).write_text(json.dumps({
         "format": cache.FORMAT, "fingerprint": cache.fingerprint(), "run": 1, "entries": {
-            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", True]]},
-            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", True]]},
-            "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", "yes"]]},
+            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, True],
+                                                                 [4, 0, "XLA101", "n", None, None, "error", None]]},
+            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", 3, 14, None, True]]},
+            "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", 3, 14, None, "yes"]]},
+            "v": {"used": 1, "path": "/p/d.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, "fatal", True]]},
+            "w": {"used": 1, "path": "/p/e.py", "diagnostics": [[3, 0, "XLA102", "m", 3, None, None, True]]},
+            "u": {"used": 1, "path": "/p/f.py", "diagnostics": [[3, 0, "XLA102", "m", True]]},  # format 2
             "y": [],
             "z": {"used": 1, "path": 5, "diagnostics": []},
         }}))
     results = ResultCache(str(directory))
-    assert results.get("a.py", good) == [(Diagnostic(3, 0, "XLA102", "m"), True)]
+    served = results.get("a.py", good)
+    assert [(tuple(d), safe, fix) for d, safe, fix in served] == [
+        ((3, 0, "XLA102", "m", 3, 14, None), True, None), ((4, 0, "XLA101", "n", None, None, "error"), None, None)]
     assert results.get("a.py", bad) is None
     assert sorted(results.entries) == [good]
 
@@ -127,20 +133,20 @@ def test_a_committed_cache_serves_the_same_content_anywhere_and_never_changed_co
     checkout = tmp_path / "one"
     checkout.mkdir()
     results = ResultCache(str(checkout / CACHE_DIR_NAME))
-    results.put(str(checkout / "a.py"), content_key(TEXT, "2.9"), [(DIAG, True)])
+    results.put(str(checkout / "a.py"), content_key(TEXT, "2.9"), [(DIAG, True, None)])
     results.save()
     # a second checkout of the same repository (the cache directory committed with it)
     clone = tmp_path / "two"
     os.rename(checkout, clone)
     again = ResultCache(str(clone / CACHE_DIR_NAME))
-    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True)]
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True, None)]
     assert again.get(str(clone / "a.py"), content_key(TEXT.replace("mark_step", "sync"), "2.9")) is None
     # new content for a path replaces that path's entry: stale entries do not pile up
     again.put(str(clone / "b.py"), content_key("x = 1\n", "2.9"), [])
     again.put(str(clone / "b.py"), content_key("x = 2\n", "2.9"), [])
     assert again.get(str(clone / "b.py"), content_key("x = 1\n", "2.9")) is None
     assert again.get(str(clone / "b.py"), content_key("x = 2\n", "2.9")) == []
-    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True)]  # another path's entry
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True, None)]  # another path's entry
 
 
 def test_least_recently_used_entries_go_beyond_the_cap(tmp_path, monkeypatch) -> None:
@@ -215,7 +221,7 @@ def test_without_xdg_the_home_cache(tmp_path, monkeypatch) -> None:
 def test_a_created_directory_is_tagged_and_ignored(tmp_path) -> None:
     directory = tmp_path / "deep" / CACHE_DIR_NAME
     results = ResultCache(str(directory))
-    results.put("a.py", content_key(TEXT, "2.9"), [(DIAG, None)])
+    results.put("a.py", content_key(TEXT, "2.9"), [(DIAG, None, None)])
     results.save()
     assert (directory / ".gitignore").read_text() == "# created by flake8-xla\n*\n"
     assert (directory / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55\n")
@@ -237,3 +243,15 @@ def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None
     outside = [path for path in cache.fingerprint_files()
                if not any(root in pathlib.Path(path).parents for root in roots)]
     assert outside == []
+
+
+def test_a_diagnostic_keeps_its_end_and_level_through_the_cache(tmp_path) -> None:
+    """SARIF regions and levels of a file served from the cache are the ones its lint gave; a
+    suggested fix is not stored (a run that wants fixes does not use the cache)."""
+    directory = tmp_path / "c"
+    results = ResultCache(str(directory))
+    linted = Diagnostic(3, 4, "XLA101", "gone", 3, 23, "error")
+    results.put("a.py", content_key(TEXT, "2.9"), [(linted, True, ("title", ()))])
+    results.save()
+    (served, safe, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
+    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error"), True, None)

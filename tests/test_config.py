@@ -47,7 +47,7 @@ def _error(path) -> str:
     ('[tool.flake8-xla]\ntarget-version = "two"\n',
      "[tool.flake8-xla]: target-version: not a torch_xla version: 'two' (expected MAJOR.MINOR, e.g. 2.8)"),
     ('[tool.flake8-xla]\noutput-format = ["json"]\n',
-     "[tool.flake8-xla]: output-format must be one of text, json, sarif, github, not ['json']"),
+     "[tool.flake8-xla]: output-format must be one of text, json, sarif, github, concise, full, not ['json']"),
 ])
 def test_pyproject_value_errors_name_file_section_and_key(tmp_path, body, message) -> None:
     path = tmp_path / "pyproject.toml"

