@@ -8,7 +8,7 @@ import gc
 import re
 from typing import Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
-from .fixing import Fix, FixOutcome, FixSite, fix_to_fixpoint
+from .fixing import Fix, FixOutcome, FixSite, NoFix, fix_to_fixpoint
 from .fixing.lines import split_lines
 from .noqa import filter_noqa
 from .lifecycle.table import api_table
@@ -132,7 +132,11 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     with collector_paused():
         for rule in runs_for(target, all_rules() if rules is None else rules):
             for diagnostic, builder in rule.check_fixable(ctx):
-                out.append((diagnostic, builder(site) if builder is not None else None))
+                fix = builder(site) if builder is not None else None
+                if not isinstance(fix, Fix):  # None or NoFix: a human's job; say why
+                    site.no_fix[diagnostic] = fix.reason if isinstance(fix, NoFix) else rule.no_fix_reason()
+                    fix = None
+                out.append((diagnostic, fix))
     out.sort(key=lambda pair: pair[0])
     return out, site
 

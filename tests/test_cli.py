@@ -30,7 +30,7 @@ def test_clean_tree_exits_0_and_directories_are_walked_with_default_excludes(pro
     for d in (".venv/lib", "build", "__pycache__", "env_in_odd_place"):
         (project / d / "old.py").write_text(MARK_STEP)
     (project / "pkg" / "ok.py").write_text("import torch_xla\n")
-    assert run(capsys, "check") == (0, "", "")
+    assert run(capsys, "check") == (0, "", "All checks passed (1 file).\n")
     (project / "pkg" / "a.py").write_text(MARK_STEP)
     code, out, _ = run(capsys, "check", ".")
     assert (code, out) == (1, MARK_STEP_LINE.replace("a.py", os.path.join("pkg", "a.py")))
@@ -130,7 +130,8 @@ def test_off_by_default_rule_enabled_for_flake8_is_enabled_for_the_cli(project, 
     (["check", "--select", "E501", "."], "flake8-xla: error: select: unknown code or prefix 'E501'; "
                                          "`flake8-xla rules` lists the codes\n"),
     (["check", "--xla-target-version", "latest", "."], None),
-    (["explain", "XLA999"], "flake8-xla: error: unknown rule 'XLA999'; `flake8-xla rules` lists them\n"),
+    (["explain", "XLA999"], "flake8-xla: error: unknown rule 'XLA999'; `flake8-xla rules` lists them "
+                                    "(E902, E999, XLA000 are explained too)\n"),
 ])
 def test_usage_errors_exit_2_with_one_line(project, capsys, argv, message) -> None:
     code, out, err = run(capsys, *argv)

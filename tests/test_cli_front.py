@@ -89,3 +89,136 @@ def test_a_bad_pin_is_reported_once_however_many_workers(tmp_path, monkeypatch) 
                                    "not used as the target: it is not a version specifier "
                                    "(e.g. torch_xla>=2.6 or torch_xla==2.8.*)")
     assert err.count("warning:") == 1
+
+
+NEEDS_A_HUMAN = [
+    # a row the table leaves to a human, with its own reason
+    ("xm.xla_real_devices(['xla:0'])", "XLA103",
+     "torch_xla.real_devices() takes no argument and returns every local device, not those of the one passed"),
+    # a manual row with a replacement and a caveat: the reason is derived from them
+    ("xm.unlazy([t])", "XLA103",
+     "torch_xla.sync(wait=True) is no drop-in replacement: it syncs every live tensor, not only the ones passed"),
+    # a renamable row whose arguments do not map
+    ("xm.xla_device(0, 'TPU')", "XLA102", "torch_xla.device() has no counterpart of its `devkind` argument"),
+    ("xm.xla_device(*args)", "XLA102", "a *args or **kwargs argument: which parameters it fills cannot be read"),
+    # a rule without fixes: its fix safety says why
+    ("import torch_xla\nfor x, y in loader:\n    loss = model(x)\n    print(loss.item())\n    torch_xla.sync()",
+     "XLA303", "where the value should be read is a choice."),
+]
+
+
+@pytest.mark.parametrize("source, code, reason", NEEDS_A_HUMAN)
+def test_fix_says_under_each_remaining_diagnostic_why_it_needs_a_human(tmp_path, monkeypatch, capsys, source,
+                                                                        code, reason) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\n" + source + "\n")
+    code_, out, err = run(capsys, "fix", "--xla-target-version", "2.9", "a.py")
+    lines = out.splitlines()
+    assert code_ == 1 and len(lines) == 2 and f" {code} " in lines[0], out
+    assert lines[1] == f"    needs a human: {reason}"
+    assert "1 needs a human (listed above)" in err
+
+
+# Runs flake8-xla in a subprocess whose writes send Ctrl-C (SIGINT) to the main process after the
+# second file a process rewrote: in a worker (-j 2) or in the main process itself (-j 1).
+INTERRUPTING = """
+import os, signal, sys, faulthandler
+faulthandler.dump_traceback_later(60, exit=True)
+import flake8_xla.cli.running as running
+from flake8_xla.cli import main
+main_pid, written, original = os.getpid(), [], running.write_preserving
+def write_then_interrupt(*args):
+    original(*args)
+    written.append(args[0])
+    if len(written) == 2:
+        os.kill(main_pid, signal.SIGINT)
+running.write_preserving = write_then_interrupt
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_interrupted_fix_names_every_file_it_rewrote(tmp_path, jobs) -> None:
+    for i in range(40):
+        (tmp_path / f"m{i:02}.py").write_text(MARK_STEP + "\n")
+    done = subprocess.run([sys.executable, "-c", INTERRUPTING, "fix", "-j", jobs, "--xla-target-version", "2.9", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    changed = sorted(p.name for p in tmp_path.glob("*.py") if "torch_xla.sync()" in p.read_text())
+    assert done.returncode == 130, done.stderr
+    assert 2 <= len(changed) < 40
+    head, *listed = done.stderr.splitlines()
+    assert head == f"flake8-xla: interrupted; {len(changed)} files were rewritten before it (the others are as " \
+                   "they were):"
+    assert sorted(line.strip() for line in listed) == changed
+    assert all(p.read_text() in (MARK_STEP + "\n", "import torch_xla\ntorch_xla.sync()\n") for p in tmp_path.glob("*.py"))
+
+
+def test_an_interrupted_check_says_so(tmp_path) -> None:
+    (tmp_path / "a.py").write_text(MARK_STEP + "\n")
+    script = ("import signal, sys\nimport flake8_xla.cli.running as running\nfrom flake8_xla.cli import main\n"
+              "def interrupt(*a, **k):\n    raise KeyboardInterrupt\nrunning.run_file = interrupt\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, "-c", script, "check", "a.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        130, "", "flake8-xla: interrupted; 0 of 1 file done; nothing was written\n")
+
+
+def test_a_clean_check_says_so_in_one_line_unless_quiet(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("import torch_xla\ntorch_xla.sync()\n")
+    (tmp_path / "b.py").write_text("x = 1\n")
+    assert run(capsys, "check", ".") == (0, "", "All checks passed (2 files).\n")
+    assert run(capsys, "check", "-q", ".") == (0, "", "")
+    assert run(capsys, "check", "--format", "json", ".") == (0, "[]\n", "")
+
+
+def test_quiet_prints_the_diagnostics_and_nothing_else(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(MARK_STEP + "\n")
+    (tmp_path / "empty").mkdir()
+    code, out, err = run(capsys, "check", "-q", "--xla-target-version", "2.9", "a.py")
+    assert (code, err) == (1, "") and out.startswith("a.py:2:1: XLA102 ") and out.count("\n") == 1
+    assert run(capsys, "check", "-q", "empty") == (0, "", "")
+    code, out, err = run(capsys, "fix", "--quiet", "--xla-target-version", "2.9", "a.py")
+    assert (code, out, err) == (0, "", "")
+    assert (tmp_path / "a.py").read_text() == "import torch_xla\ntorch_xla.sync()\n"
+
+
+def test_check_fix_is_fix_and_reports_what_remains_in_checks_format(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(MARK_STEP + "\nd = xm.xla_device(0, 'TPU')\n")
+    code, out, err = run(capsys, "check", "--diff", "--xla-target-version", "2.9", "a.py")
+    assert code == 1 and out.startswith("--- a/a.py\n+++ b/a.py\n") and err.startswith("Would fix 1 issue in 1 file")
+    assert (tmp_path / "a.py").read_text() == MARK_STEP + "\nd = xm.xla_device(0, 'TPU')\n"
+    code, out, err = run(capsys, "check", "--fix", "--format", "json", "--xla-target-version", "2.9", "a.py")
+    assert code == 1 and err == "Fixed 1 issue in 1 file (XLA102 x1); 1 needs a human (listed above).\n"
+    assert [(r["line"], r["code"]) for r in json.loads(out)] == [(4, "XLA102")]
+    assert (tmp_path / "a.py").read_text() == ("import torch_xla.core.xla_model as xm\nimport torch_xla\n"
+                                               "torch_xla.sync()\nd = xm.xla_device(0, 'TPU')\n")
+    assert run(capsys, "check", "--fix", "--exit-zero", "a.py")[0] == 0
+    code, _, err = run(capsys, "check", "--fix", "--add-noqa", "a.py")
+    assert (code, err) == (2, "flake8-xla: error: --add-noqa and --fix/--diff each rewrite the files; run them one "
+                              "after the other\n")
+
+
+def test_rules_as_json(capsys) -> None:
+    code, out, _ = run(capsys, "rules", "--format", "json")
+    records = {r["code"]: r for r in json.loads(out)}
+    assert code == 0 and records["XLA102"] == {
+        "code": "XLA102", "name": "deprecated-api", "summary": records["XLA102"]["summary"], "fixable": "some",
+        "default": "on", "level": "warning",
+        "url": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA102.md"}
+    assert records["XLA901"]["default"] == "off" and records["XLA501"]["default"] == "migrate-to torchtpu"
+    table = run(capsys, "rules")[1].splitlines()
+    assert len(table) == len(records) + 1
+
+
+@pytest.mark.parametrize("code, first", [
+    ("E902", "E902: the file could not be read"),
+    ("e999", "E999: the file does not parse"),
+    ("XLA000", "XLA000: an internal error of flake8-xla"),
+])
+def test_explain_knows_the_codes_that_are_not_rules(capsys, code, first) -> None:
+    status, out, err = run(capsys, "explain", code)
+    assert (status, err) == (0, "") and out.splitlines()[0] == first and "What to do: " in out

@@ -170,7 +170,10 @@ def test_summary_names_what_needs_a_human(tmp_path, monkeypatch, capsys) -> None
                                    "d = xm.xla_device(0, 'TPU')\n")
     assert main(["fix", "--xla-target-version", "2.9", "a.py"]) == 1
     out, err = capsys.readouterr()
-    assert [line.split(" ")[:2] for line in out.splitlines()] == [["a.py:4:1:", "XLA103"], ["a.py:5:5:", "XLA102"]]
+    assert [line.split(" ")[:2] for line in out.splitlines()] == [
+        ["a.py:4:1:", "XLA103"], ["a.py:5:5:", "XLA102"], ["", ""]]
+    # under what has no fix, why: here the row's argument mapping has no place for devkind
+    assert out.splitlines()[2] == "    needs a human: torch_xla.device() has no counterpart of its `devkind` argument"
     # each remaining diagnostic is counted once: xla_device(0, 'TPU') has no fix, xm.rendezvous an unsafe one
     assert err == "Fixed 1 issue in 1 file (XLA102 x1); 1 needs a human (listed above); " \
                   "1 more fixable with --unsafe-fixes.\n"

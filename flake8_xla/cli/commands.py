@@ -14,16 +14,17 @@ from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores, parse_sync_functions)
 from ..engine import all_rules, rule_index
-from ..output.formats import RENDERERS, render_text
+from ..output.formats import RENDERERS, docs_url, render_text
 from ..lifecycle.table import api_table
 from ..migration import report as migration_report
 from ..selection import CodeSelector
 from ..versions import MIGRATIONS, forget_project_files
 from .discovery import FileFinder
+from .file_codes import FILE_CODES, explain_file_code
 from .errors import UsageError
 from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
 from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
-from .running import FileResult, Job, run_files
+from .running import FileResult, Interrupted, Job, run_files
 from .summary import check_note, fix_summary, plural, settings_report, statistics
 
 
@@ -93,6 +94,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="say which settings and target were used, which named paths were excluded and why, "
                              "which files, notebook cells and document blocks were not linted")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print the diagnostics (fix: what remains; --diff: the diff) and errors only: "
+                             "no summary line, notes or 'no Python files found'")
     parser.add_argument("--show-settings", action="store_true",
                         help="print the resolved settings (config file, target per project, excludes) and exit")
     parser.add_argument("--config", metavar="FILE", help="read settings from this file only")
@@ -115,6 +119,9 @@ def _add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 def _check_options(check: argparse.ArgumentParser) -> None:
     _add_common_options(check)
+    check.add_argument("--fix", action="store_true", help="apply the fixes, then report what remains (as `fix`)")
+    check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing "
+                       "(as `fix --diff`)")
     check.add_argument("--format", "--output-format", dest="output_format", choices=FORMATS, help="output format")
     check.add_argument("--output-file", help="write the report here instead of stdout")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are diagnostics")
@@ -151,7 +158,9 @@ SUBCOMMANDS = {  # name -> (help, what adds its options)
     "migrate-report": ("sum up what moving to TorchTPU takes, per file and API (the XLA5xx rules); text or JSON",
                        _migrate_report_options),
     "explain": ("print a rule's documentation", lambda explain: explain.add_argument("code")),
-    "rules": ("list every rule", lambda rules: None),
+    "rules": ("list every rule", lambda rules: rules.add_argument(
+        "--format", "--output-format", dest="rules_format", choices=("text", "json"), default="text",
+        help="text (a table, the default) or json (code, name, summary, fixable, default, url)")),
     "clean": ("remove the result cache", _clean_options),
     # --stdio: what LSP clients (vscode-languageclient) add to say the transport; stdio is the only one
     "server": ("run the language server (LSP, on stdin/stdout) for editors; needs flake8-xla[lsp]",
@@ -244,9 +253,27 @@ def _prepare(args: argparse.Namespace) -> Tuple[Settings, CodeSelector, List[str
         # pre-commit names the files and an exclude drops them all: that is the setting working
         _note("nothing to check: " + "; ".join(finder.excluded_named)
               + "; --force-exclude applies the excludes to named paths too")
-    elif not files:  # still a run: a report format CI uploads gets its empty report ([], a SARIF run)
+    elif not files and not args.quiet:  # still a run: a report format CI uploads gets its empty report ([], a SARIF run)
         emit("flake8-xla: warning: no Python files found in " + ", ".join(args.paths) + "\n", sys.stderr)
     return settings, selector, files, None
+
+
+class _Stopped(Exception):
+    """Ctrl-C: what the run had done is said; main exits 130."""
+
+
+def _run(job: Job, files: List[str], jobs: int) -> List[FileResult]:
+    try:
+        return run_files(job, files, jobs)
+    except Interrupted as exc:
+        if (job.fix and not job.diff) or job.add_noqa:
+            said = (f"{plural(len(exc.rewritten), 'file was', 'files were')} rewritten before it (the others are "
+                    "as they were):" + "".join(f"\n  {path}" for path in exc.rewritten)
+                    if exc.rewritten else "no file was rewritten")
+        else:
+            said = f"{len(exc.results)} of {plural(len(files), 'file')} done; nothing was written"
+        emit(f"flake8-xla: interrupted; {said}\n", sys.stderr)
+        raise _Stopped() from None
 
 
 def _print_notes(args: argparse.Namespace, results: Sequence[FileResult]) -> None:
@@ -284,6 +311,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     _check_output_file(args.output_file)
     if args.add_noqa and "-" in args.paths:
         raise UsageError("--add-noqa works on files, not stdin")
+    if args.fix or args.diff:  # ruff's `check --fix`: the fix command, reporting what remains as check would
+        if args.add_noqa:
+            raise UsageError("--add-noqa and --fix/--diff each rewrite the files; run them one after the other")
+        return cmd_fix(args)
     settings, selector, files, done = _prepare(args)
     if done is not None:
         return done
@@ -291,7 +322,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     job = Job(settings, selector, unsafe=args.unsafe_fixes, cache=cache,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, add_noqa=args.add_noqa,
               show_source=args.show_source)
-    results = list(run_files(job, files, args.jobs))
+    results = _run(job, files, args.jobs)
     _print_notes(args, results)
     if cache is not None:
         for r in results:
@@ -315,10 +346,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         added = sum(r.noqa_added for r in results)
         emit(f"Added {plural(added, 'noqa comment')} in {plural(sum(1 for r in results if r.noqa_added), 'file')}."
              "\n", sys.stderr)
-    elif settings.output_format == "text":
+    elif settings.output_format == "text" and not args.quiet:
         note = check_note(findings, results)
         if note:
             emit(note + "\n", sys.stderr)
+        elif files and not any(r.error for r in results):
+            emit(f"All checks passed ({plural(len(files), 'file')}).\n", sys.stderr)
     failed = any(r.error for r in results)
     return 0 if args.exit_zero or not (findings or failed) else 1
 
@@ -331,7 +364,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
         return done or 0
     job = Job(settings, selector, fix=True, unsafe=args.unsafe_fixes, diff=args.diff,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, show_source=args.show_source)
-    results = list(run_files(job, files, args.jobs))
+    results = _run(job, files, args.jobs)
     _print_notes(args, results)
     from_stdin = files == ["-"]
     for r in results:
@@ -342,17 +375,35 @@ def cmd_fix(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(r.stdout_bytes)
             sys.stdout.flush()
     remaining = [f for r in results for f in r.findings]
-    if not args.diff:
+    output_format = getattr(args, "output_format", None) and settings.output_format  # check --fix --format
+    if output_format not in (None, "text") and not args.diff:
+        _write_report(RENDERERS[output_format](remaining), args.output_file)
+    elif not args.diff:
         # with `fix -` stdout holds the fixed source, so what remains goes to stderr
         stream = sys.stderr if from_stdin else sys.stdout
-        report = render_text(remaining, show_source=args.show_source, color=wants_color(args.color, stream))
-        emit(report, stream)
-    emit(fix_summary(results, args.diff) + "\n", sys.stderr)
+        color = wants_color(args.color, stream)
+        report = []
+        for r in results:
+            for finding in r.findings:
+                reason = None if finding.fixable else r.no_fix.get(finding.diagnostic)
+                report.append(render_text([finding], show_source=args.show_source, color=color and
+                                          not getattr(args, "output_file", None))
+                              + (f"    needs a human: {printable(reason)}\n" if reason else ""))
+        if getattr(args, "output_file", None):
+            _write_report("".join(report), args.output_file)
+        else:
+            emit("".join(report), stream)
+    if getattr(args, "statistics", False):
+        emit(statistics(results), sys.stdout)
+    if not args.quiet:
+        emit(fix_summary(results, args.diff) + "\n", sys.stderr)
     for r in results:
-        for note in r.fix_notes:  # what an applied fix still asks of the user (a companion's set-up)
+        for note in r.fix_notes if not args.quiet else ():  # what an applied fix still asks (a companion's set-up)
             emit(f"flake8-xla: {r.path}: note: {note}\n", sys.stderr)
         if r.error:
             emit(f"flake8-xla: {r.path}: {r.error}\n", sys.stderr)
+    if getattr(args, "exit_zero", False):
+        return 0
     return 1 if remaining or any(r.error for r in results) else 0
 
 
@@ -365,7 +416,7 @@ def cmd_migrate_report(args: argparse.Namespace) -> int:
         return done
     job = Job(settings, selector, unsafe=args.unsafe_fixes, max_file_size=args.max_file_size,
               stdin_filename=args.stdin_filename)
-    results = list(run_files(job, files, args.jobs))
+    results = _run(job, files, args.jobs)
     _print_notes(args, results)
     reports, checked = migration_report.build((f for r in results for f in r.findings), len(files))
     render = migration_report.render_json if args.report_format == "json" else migration_report.render_text
@@ -385,7 +436,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
             emit(render_rule_for_terminal(rule), sys.stdout)
             return 0
-    raise UsageError(f"unknown rule {args.code!r}; `flake8-xla rules` lists them")
+    if code in FILE_CODES:
+        emit(explain_file_code(code), sys.stdout)
+        return 0
+    raise UsageError(f"unknown rule {args.code!r}; `flake8-xla rules` lists them "
+                     f"({', '.join(FILE_CODES)} are explained too)")
 
 
 def rule_fixability(rule) -> str:
@@ -403,6 +458,14 @@ def rule_default(rule) -> str:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
+    if args.rules_format == "json":
+        import json  # `rules --format json` only
+
+        records = [{"code": rule.code, "name": rule.name, "summary": rule.summary, "fixable": rule_fixability(rule),
+                    "default": rule_default(rule), "level": getattr(rule, "level", "warning"),
+                    "url": docs_url(rule.code)} for rule in all_rules()]
+        emit(json.dumps(records, indent=2) + "\n", sys.stdout)
+        return 0
     rows = [("CODE", "NAME", "FIXABLE", "DEFAULT")]
     for rule in all_rules():
         rows.append((rule.code, rule.name, rule_fixability(rule), rule_default(rule)))
@@ -462,7 +525,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (UsageError, ConfigError) as exc:
         emit(f"flake8-xla: error: {exc}\n", sys.stderr)
         return 2
+    except _Stopped:
+        return 130
     except KeyboardInterrupt:
+        emit("flake8-xla: interrupted\n", sys.stderr)
         return 130
 
 

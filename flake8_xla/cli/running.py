@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import sys
 from collections import Counter
@@ -31,7 +32,7 @@ class FileResult:
     """What running a job on one file gave; filled in as the run goes."""
 
     __slots__ = ("path", "findings", "fixed", "diff", "error", "unsafe_available", "cache_update", "notes",
-                 "stdout_bytes", "noqa_added", "fix_notes")
+                 "stdout_bytes", "noqa_added", "fix_notes", "no_fix")
 
     def __init__(self, path: str, findings: Optional[List[Finding]] = None) -> None:
         self.path = path  # as shown
@@ -46,6 +47,7 @@ class FileResult:
         self.stdout_bytes: Optional[bytes] = None  # `fix -`: the (fixed) source, for stdout
         self.noqa_added = 0  # --add-noqa: diagnostics given a noqa comment
         self.fix_notes: List[str] = []  # what the applied fixes still ask of the user
+        self.no_fix: Dict[Diagnostic, str] = {}  # fix: why each remaining diagnostic without a fix has none
 
     def __getstate__(self) -> tuple:  # back from a worker process
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -96,8 +98,8 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
 # run_file judges the pre-filter (and assume-torch-xla) once, on the file as read: what follows
 # lints it whatever it mentions, also after a fix removed its last torch_xla import.
 
-def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module,
-                     hooks_only: bool = False) -> Tuple[Entry, Dict[str, str]]:
+def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_only: bool = False
+                     ) -> Tuple[Entry, Dict[str, str], Dict[Diagnostic, str]]:
     """The diagnostics with their fix safety, and the project files whose summaries they used.
     ``hooks_only``: the file is XLA code only through its framework hooks (see _run_file)."""
     project = project_index() if path != "-" else None
@@ -108,7 +110,7 @@ def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module,
     raw = [(d, None if f is None else f.safe,
             suggested_fix(text, site, d.code, f) if job.fix_edits and f is not None and (f.safe or job.unsafe) else None)
            for d, f in pairs]
-    return raw, project.consulted() if project else {}
+    return raw, project.consulted() if project else {}, site.no_fix
 
 
 def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
@@ -195,7 +197,9 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         return result
     if job.fix and not file_is_exempt(split_lines(text)):
         text, tree = _fix_file(job, path, name, display, source, tree, result)
-    raw, deps = _raw_diagnostics(job, name, text, tree, hooks_only)
+    raw, deps, no_fix = _raw_diagnostics(job, name, text, tree, hooks_only)
+    if job.fix:
+        result.no_fix = no_fix
     if key is not None:
         result.cache_update = (path, key, raw, deps)
     result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
@@ -244,9 +248,30 @@ def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str,
     return True
 
 
+# the files this process rewrote in this run: on Ctrl-C the user is told which
+_REWRITTEN: List[str] = []
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Ctrl-C waits until the block ends: a file is rewritten and counted, or neither."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: the rename is atomic all the same
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _write(path: str, text: str, encoding: str, result: FileResult) -> bool:
     try:
-        write_preserving(path, text, encoding)
+        with _ctrl_c_deferred():
+            write_preserving(path, text, encoding)
+            _REWRITTEN.append(path)
     except WriteRefused as exc:
         result.error = str(exc)
         return False
@@ -362,18 +387,52 @@ def die_with_parent(parent_pid: int) -> None:
 
 def _init_worker(job: Job, parent_pid: int) -> None:
     global _WORKER_JOB, _PARENT_PID
+    import signal
+
+    # Ctrl-C is the parent's to handle: a worker finishes its chunk, so the parent learns every
+    # file that was rewritten before it stops
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid)
     _WORKER_JOB, _PARENT_PID = job, parent_pid
 
 
-def _run_in_worker(path: str) -> FileResult:
+def _run_in_worker(paths: Sequence[str]) -> List[FileResult]:
     assert _WORKER_JOB is not None
-    if os.getppid() != _PARENT_PID:  # orphaned: nobody will read the result, and fixes must stop
-        os._exit(1)
-    return run_file(_WORKER_JOB, path)
+    results = []
+    for path in paths:
+        if os.getppid() != _PARENT_PID:  # orphaned: nobody will read the result, and fixes must stop
+            os._exit(1)
+        results.append(run_file(_WORKER_JOB, path))
+    return results
 
 
-def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]:
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the results of the files finished before it, and the files rewritten
+    (as shown), in order."""
+
+    def __init__(self, results: List[FileResult], rewritten: List[str]) -> None:
+        super().__init__()
+        self.results = results
+        self.rewritten = rewritten
+
+
+def run_files(job: Job, files: Sequence[str], jobs: int) -> List[FileResult]:
+    """Every file's result, in order; :class:`Interrupted` with those finished on Ctrl-C."""
+    results: List[FileResult] = []
+    del _REWRITTEN[:]
+    try:
+        _run_files(job, files, jobs, results)
+    except KeyboardInterrupt as exc:
+        finished = exc.results if isinstance(exc, Interrupted) else results
+        # by this process (one file after another), or by workers (their results say so)
+        rewritten = [display_name(path) for path in _REWRITTEN]
+        if not job.diff and "-" not in files:
+            rewritten += [r.path for r in finished if (r.fixed or r.noqa_added) and r.path not in rewritten]
+        raise Interrupted(finished, rewritten) from None
+    return results
+
+
+def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResult]) -> None:
     reset_project_index()  # one view of the project per run (workers inherit it on fork, then fill their own)
     stdin_bytes = None
     if "-" in files:
@@ -381,7 +440,7 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]
             stdin_bytes = read_stdin_bytes(job.max_file_size)
         except ValueError as exc:
             display = display_name("-", job.stdin_filename)
-            yield FileResult(display, [_file_error(display, "E902", str(exc))])
+            results.append(FileResult(display, [_file_error(display, "E902", str(exc))]))
             files = [f for f in files if f != "-"]
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
         api_table()  # load the rule data and the rules once, before forking, instead of once per worker
@@ -393,12 +452,30 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> Iterator[FileResult]
         from concurrent.futures import ProcessPoolExecutor
 
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid())) as pool:
-            yield from pool.map(_run_in_worker, files, chunksize=max(1, len(files) // (jobs * 32)))
+        size = max(1, len(files) // (jobs * 32))
+        pool = ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid()))
+        futures = [pool.submit(_run_in_worker, files[i:i + size]) for i in range(0, len(files), size)]
+        try:
+            for future in futures:
+                future.result()
+        except KeyboardInterrupt:
+            # the chunks under way finish (a rewrite is never cut short); the others never start. A
+            # second Ctrl-C would leave the workers running and the list of rewritten files unknown.
+            import signal
+
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            raise Interrupted([r for f in futures if f.done() and not f.cancelled() and f.exception() is None
+                               for r in f.result()], []) from None
+        results.extend(r for f in futures for r in f.result())
+        pool.shutdown()
         return
     for path in files:
-        yield run_file(job, path, stdin_bytes)
+        results.append(run_file(job, path, stdin_bytes))
 
 
-__all__ = ["FileResult", "Job", "PARALLEL_MIN_FILES", "assumes_torch_xla", "die_with_parent", "run_file",
+__all__ = ["FileResult", "Interrupted", "Job", "PARALLEL_MIN_FILES", "assumes_torch_xla", "die_with_parent", "run_file",
            "run_files", "target_for"]

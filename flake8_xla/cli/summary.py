@@ -17,8 +17,8 @@ from .reading import format_size
 from .running import FileResult
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+def plural(n: int, word: str, words: Optional[str] = None) -> str:
+    return f"{n} {word if n == 1 else words or word + 's'}"
 
 
 def statistics(results: Sequence[FileResult]) -> str:

@@ -14,6 +14,12 @@ class Edit(NamedTuple):
     text: str
 
 
+class NoFix(NamedTuple):
+    """A fix builder's answer for a use it cannot rewrite: why, for the human who will."""
+
+    reason: str
+
+
 class Fix(NamedTuple):
     title: str
     edits: Tuple[Edit, ...]

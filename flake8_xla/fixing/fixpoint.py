@@ -9,11 +9,11 @@ from __future__ import annotations
 import ast
 import functools
 from collections import Counter
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, Set, Tuple, Union
 
 from ..analysis import syntax
 from .lines import LineModel
-from .edits import Fix, apply_edits, choose, has_comment, removal_edits
+from .edits import Fix, NoFix, apply_edits, choose, has_comment, removal_edits
 from .imports import Importer
 from ..analysis.semantic import SemanticModel
 
@@ -28,6 +28,8 @@ class FixSite:
         self.tree = tree
         self.target = target  # the torch_xla Version the fixed code must run on
         self.ctx = ctx  # the FileContext (semantic model) of this source
+        # the diagnostics that got no fix, and why (`fix` says it under each one a human must fix)
+        self.no_fix: Dict[Hashable, str] = {}  # keyed by Diagnostic
 
     # built on first use: most files have no diagnostic, and so never need them
     @functools.cached_property
@@ -52,7 +54,7 @@ class FixSite:
         return syntax.parents(self.tree)
 
 
-FixBuilder = Callable[[FixSite], Optional[Fix]]
+FixBuilder = Callable[[FixSite], Union[Fix, NoFix, None]]
 
 
 # --- imports that a fix left unused --------------------------------------------------------------

@@ -11,26 +11,28 @@ import ast
 import io
 import tokenize
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
-from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from ..fixing import Edit, Fix, FixSite, NoFix, PlannedImport, removal_edits
 from ..analysis import syntax
 from ..fixing.lines import LineModel
 from .table import ApiRow, LifecycleUse, api_table
 from ..versions import Version
 
 
-def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
+def build_fix(use: LifecycleUse, site: FixSite) -> Union[Fix, NoFix, None]:
     row = use.row
     kind = row.fix.kind
-    if kind == "manual" or use.ref is None:
+    if kind == "manual":
+        return NoFix(manual_reason(row))
+    if use.ref is None:
         return None
     builder = _BUILDERS.get(kind)
     if builder is None:
         return None
     built = builder(use, site)
-    if built is None:
-        return None
+    if built is None or isinstance(built, NoFix):
+        return built
     edits, imports = built
     title = _TITLES[kind](use, site.target)
     # a rewrite to the companion adds a dependency on it: never safe, whatever the row says
@@ -39,11 +41,23 @@ def build_fix(use: LifecycleUse, site: FixSite) -> Optional[Fix]:
     return Fix(title, tuple(edits), row.fix.safety == "safe" and not companion, tuple(imports), row.fix.note)
 
 
+def manual_reason(row: ApiRow) -> str:
+    """Why a row's uses are left to a human (`fix` prints it under each one)."""
+    if row.fix.reason:
+        return row.fix.reason
+    if row.replacement:
+        caveat = f": {row.instead}" if row.instead else ""
+        return f"{row.replacement} is no drop-in replacement{caveat}"
+    if row.kind == "env_var":
+        return "what replaces the variable is not another variable with the same meaning"
+    return "torch_xla has nothing to rewrite it to"
+
+
 def _is_companion(dotted: Optional[str]) -> bool:
     return bool(dotted) and dotted.split(".")[0] == "xla_compat"
 
 
-Built = Optional[Tuple[List[Edit], List[PlannedImport]]]
+Built = Union[Tuple[List[Edit], List[PlannedImport]], NoFix, None]
 
 
 def destination(row: ApiRow, target: Version) -> Optional[str]:
@@ -64,7 +78,7 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
         return None
     module, attr = dest.rsplit(".", 1)
     if _compares_with_replacement(ref.node, dest, site):
-        return None  # a test comparing the old API with its replacement: rewriting it proves nothing
+        return NoFix(f"the statement also uses {dest} (a test comparing the two): rewriting it would prove nothing")
     reached = site.importer.reach(module, ref)
     if reached is None:
         return None
@@ -72,9 +86,9 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
     edits = [Edit(locator.start(ref.node), locator.end(ref.node), f"{prefix}.{attr}")]
     call = ref.call
     if call is not None:
-        arguments = _map_arguments(use.row, call, locator)
-        if arguments is None:
-            return None
+        arguments = _map_arguments(use.row, call, locator, dest)
+        if not isinstance(arguments, list):
+            return arguments
         edits.extend(arguments)
     return edits, [planned] if planned is not None else []
 
@@ -104,25 +118,25 @@ def _literal(node: ast.AST) -> Optional[str]:
     return None
 
 
-def _map_arguments(row: ApiRow, call: ast.Call, locator: LineModel) -> Optional[List[Edit]]:
-    """Edits that turn the old call's arguments into the new callee's, or None when they cannot be."""
+def _map_arguments(row: ApiRow, call: ast.Call, locator: LineModel, dest: str) -> Union[List[Edit], NoFix]:
+    """Edits that turn the old call's arguments into the new callee's (``dest``), or why they cannot be."""
     fix = row.fix
     if not fix.signature:
         return []
     if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
+        return NoFix("a *args or **kwargs argument: which parameters it fills cannot be read")
     mapping = dict(fix.arguments)
     edits: List[Edit] = []
     deleted: List[ast.AST] = []
     passed: List[Tuple[str, ast.AST, Optional[int]]] = []
     for index, arg in enumerate(call.args):
         if index >= len(fix.signature):
-            return None
+            return NoFix(f"more positional arguments than the {len(fix.signature)} it takes")
         passed.append((fix.signature[index], arg, index))
     passed.extend((k.arg, k, None) for k in call.keywords)
     for name, node, index in passed:
         if name not in fix.signature or name not in mapping:
-            return None  # an argument the new API has no place for
+            return NoFix(f"{dest}() has no counterpart of its `{name}` argument")
         new = mapping[name]
         value = node.value if type(node) is ast.keyword else node
         if new is None:  # the new API has no such parameter and needs no replacement for it
@@ -131,7 +145,9 @@ def _map_arguments(row: ApiRow, call: ast.Call, locator: LineModel) -> Optional[
             literal = _literal(value)
             text = new.get(literal if literal is not None else "", None) if literal is not None else None
             if text is None:
-                return None
+                accepted = ", ".join(k for k in new if k)
+                return NoFix(f"`{name}={locator.text(value)}` has no counterpart in {dest}() "
+                             f"(only {accepted} {'is' if len(new) == 1 else 'are'} mapped)")
             if text == "":
                 deleted.append(node)
             else:
@@ -144,13 +160,13 @@ def _map_arguments(row: ApiRow, call: ast.Call, locator: LineModel) -> Optional[
             edits.append(Edit(start, start + len(name), str(new)))
     if deleted:
         removal = _delete_arguments(call, deleted, locator)
-        if removal is None:
-            return None
+        if isinstance(removal, NoFix):
+            return removal
         edits.extend(removal)
     return edits
 
 
-def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel) -> Optional[List[Edit]]:
+def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel) -> Union[List[Edit], NoFix]:
     """Remove whole arguments with their commas."""
     ordered = _arguments_in_order(call)
     keep = [a for a in ordered if a not in doomed]
@@ -159,7 +175,7 @@ def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel)
     # a positional argument after a removed one would shift position: only keywords may follow
     for index, arg in enumerate(ordered):
         if arg in doomed and any(type(later) is not ast.keyword for later in ordered[index + 1:] if later in keep):
-            return None
+            return NoFix("removing an argument would shift the positional arguments after it")
     # the removed arguments at the end go in one edit, with the comma after the last kept one
     tail = len(ordered)
     while ordered[tail - 1] in doomed:
@@ -170,7 +186,8 @@ def _delete_arguments(call: ast.Call, doomed: List[ast.AST], locator: LineModel)
         edits.append(Edit(locator.end(ordered[tail - 1]), locator.end(ordered[-1]), ""))
     for edit in edits:
         if _has_comment(locator.source[edit.start:edit.end]):
-            return None  # `nprocs=8,  # use all 8 cores`: the comment would go with it; left for the author
+            # `nprocs=8,  # use all 8 cores`: the comment would go with it
+            return NoFix("a comment sits in what the fix would delete")
     return edits
 
 
@@ -194,7 +211,7 @@ def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
     if flagged is None:
         return None
     edits = _delete_arguments(call, [flagged], locator)
-    return (edits, []) if edits is not None else None
+    return (edits, []) if isinstance(edits, list) else edits
 
 
 def _rename_keyword(use: LifecycleUse, site: FixSite) -> Built:
@@ -204,7 +221,7 @@ def _rename_keyword(use: LifecycleUse, site: FixSite) -> Built:
     if call is None or arg is None or not arg.keyword or not new.isidentifier():
         return None
     if any(k.arg == new for k in call.keywords):
-        return None  # both spellings given: a human decides
+        return NoFix(f"both `{arg.keyword}=` and `{new}=` are given")
     edits = [Edit(locator.start(k), locator.start(k) + len(arg.keyword), new) for k in call.keywords
              if k.arg == arg.keyword]
     return (edits, []) if edits else None
@@ -222,7 +239,7 @@ def _keyword_arguments(use: LifecycleUse, site: FixSite) -> Built:
     for index in range(arg.position, len(call.args)):
         name = signature[index]
         if name in given:
-            return None
+            return NoFix(f"`{name}` is given both by position and by keyword")
         edits.append(Edit(locator.start(call.args[index]), locator.start(call.args[index]), f"{name}="))
     return edits, []
 

@@ -139,7 +139,7 @@ class LifecycleRule(Rule):
     def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
         for use in ctx.get(LifecycleUses):
             if use.row.kind in self.kinds and use.state in self.states and self.reports(use):
-                builder = functools.partial(build_fix, use) if use.row.fix.kind != "manual" else None
+                builder = functools.partial(build_fix, use)  # a manual row's builder says why it has none
                 yield self.diagnostic(ctx, use.node, self.message(use), self.level_of(use)), builder
 
     def level_of(self, use: LifecycleUse) -> Level:

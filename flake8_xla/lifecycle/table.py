@@ -37,6 +37,7 @@ class Fix(NamedTuple):
     arguments: Tuple[Tuple[str, object], ...] = ()
     keep_positional: Optional[int] = None  # positional arguments beyond this become keywords
     except_names: Tuple[str, ...] = ()  # moved modules: names that did not move (no fix when used)
+    reason: Optional[str] = None  # manual: why a human must rewrite it (else derived from the row)
     note: Optional[str] = None  # what an applied fix still asks of the user or changes (why it is unsafe)
 
 
@@ -194,7 +195,8 @@ def _row(raw: dict) -> ApiRow:
         companion_note=raw.get("companion_note"),
         fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
                 tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
-                fix.get("keep_positional"), tuple(fix.get("except_names", ())), fix.get("note")),
+                fix.get("keep_positional"), tuple(fix.get("except_names", ())), reason=fix.get("reason"),
+                note=fix.get("note")),
         evidence=raw["evidence"],
         notes=raw.get("notes"),
         effect=raw.get("effect"),
