@@ -222,3 +222,15 @@ def test_rules_as_json(capsys) -> None:
 def test_explain_knows_the_codes_that_are_not_rules(capsys, code, first) -> None:
     status, out, err = run(capsys, "explain", code)
     assert (status, err) == (0, "") and out.splitlines()[0] == first and "What to do: " in out
+
+
+def test_check_sarif_carries_fixes_and_full_shows_source(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(MARK_STEP + "\n")
+    code, out, _ = run(capsys, "check", "--format", "sarif", "--xla-target-version", "2.9", "a.py")
+    result, = json.loads(out)["runs"][0]["results"]
+    assert code == 1 and result["ruleId"] == "XLA102" and len(result["fixes"]) == 1
+    code, out, _ = run(capsys, "check", "--format", "full", "--xla-target-version", "2.9", "a.py")
+    assert out.splitlines()[1:] == ["xm.mark_step()", "^"]
+    code, out, _ = run(capsys, "check", "--format", "concise", "--show-source", "--xla-target-version", "2.9", "a.py")
+    assert len(out.splitlines()) == 1

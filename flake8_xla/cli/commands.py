@@ -14,7 +14,7 @@ from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores, parse_sync_functions)
 from ..engine import all_rules, rule_index
-from ..output.formats import RENDERERS, docs_url, render_text
+from ..output.formats import RENDERERS, TEXT_FORMATS, docs_url, render_text
 from ..lifecycle.table import api_table
 from ..migration import report as migration_report
 from ..selection import CodeSelector
@@ -318,10 +318,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     settings, selector, files, done = _prepare(args)
     if done is not None:
         return done
-    cache = None if args.no_cache else ResultCache(resolve_cache_dir(settings.base_dir, args.cache_dir))
+    sarif = settings.output_format == "sarif"  # its fixes are computed per finding; the cache keeps none
+    cache = None if args.no_cache or sarif else ResultCache(resolve_cache_dir(settings.base_dir, args.cache_dir))
     job = Job(settings, selector, unsafe=args.unsafe_fixes, cache=cache,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, add_noqa=args.add_noqa,
-              show_source=args.show_source)
+              show_source=args.show_source or settings.output_format == "full", fix_edits=sarif)
     results = _run(job, files, args.jobs)
     _print_notes(args, results)
     if cache is not None:
@@ -330,10 +331,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                 cache.put(*r.cache_update)
         cache.save()
     findings = [f for r in results for f in r.findings]
-    if settings.output_format == "text":
+    if settings.output_format in TEXT_FORMATS:
         stream = sys.stdout if not args.output_file else None
         color = stream is not None and wants_color(args.color, stream)
-        report = render_text(findings, show_source=args.show_source, color=color)
+        report = (render_text(findings, show_source=args.show_source, color=color) if settings.output_format == "text"
+                  else RENDERERS[settings.output_format](findings, color=color))
     else:
         report = RENDERERS[settings.output_format](findings)
     _write_report(report, args.output_file)
@@ -346,7 +348,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         added = sum(r.noqa_added for r in results)
         emit(f"Added {plural(added, 'noqa comment')} in {plural(sum(1 for r in results if r.noqa_added), 'file')}."
              "\n", sys.stderr)
-    elif settings.output_format == "text" and not args.quiet:
+    elif settings.output_format in TEXT_FORMATS and not args.quiet:
         note = check_note(findings, results)
         if note:
             emit(note + "\n", sys.stderr)
@@ -376,7 +378,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     remaining = [f for r in results for f in r.findings]
     output_format = getattr(args, "output_format", None) and settings.output_format  # check --fix --format
-    if output_format not in (None, "text") and not args.diff:
+    if output_format not in (None, *TEXT_FORMATS) and not args.diff:
         _write_report(RENDERERS[output_format](remaining), args.output_file)
     elif not args.diff:
         # with `fix -` stdout holds the fixed source, so what remains goes to stderr
