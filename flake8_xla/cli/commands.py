@@ -378,23 +378,21 @@ def cmd_fix(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     remaining = [f for r in results for f in r.findings]
     output_format = getattr(args, "output_format", None) and settings.output_format  # check --fix --format
-    if output_format not in (None, *TEXT_FORMATS) and not args.diff:
-        _write_report(RENDERERS[output_format](remaining), args.output_file)
-    elif not args.diff:
-        # with `fix -` stdout holds the fixed source, so what remains goes to stderr
-        stream = sys.stderr if from_stdin else sys.stdout
-        color = wants_color(args.color, stream)
-        report = []
-        for r in results:
-            for finding in r.findings:
-                reason = None if finding.fixable else r.no_fix.get(finding.diagnostic)
-                report.append(render_text([finding], show_source=args.show_source, color=color and
-                                          not getattr(args, "output_file", None))
-                              + (f"    needs a human: {printable(reason)}\n" if reason else ""))
-        if getattr(args, "output_file", None):
-            _write_report("".join(report), args.output_file)
+    output_file = getattr(args, "output_file", None)
+    if not args.diff:
+        if output_format not in (None, *TEXT_FORMATS):
+            report = RENDERERS[output_format](remaining)
         else:
-            emit("".join(report), stream)
+            # with `fix -` stdout holds the fixed source, so what remains goes to stderr
+            color = not output_file and wants_color(args.color, sys.stderr if from_stdin else sys.stdout)
+            report = "".join(render_text([finding], show_source=args.show_source, color=color)
+                             + (f"    needs a human: {printable(r.no_fix[finding.diagnostic])}\n"
+                                if not finding.fixable and finding.diagnostic in r.no_fix else "")
+                             for r in results for finding in r.findings)
+        if from_stdin and not output_file:
+            emit(report, sys.stderr)
+        else:
+            _write_report(report, output_file)
     if getattr(args, "statistics", False):
         emit(statistics(results), sys.stdout)
     if not args.quiet:
@@ -464,7 +462,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         import json  # `rules --format json` only
 
         records = [{"code": rule.code, "name": rule.name, "summary": rule.summary, "fixable": rule_fixability(rule),
-                    "default": rule_default(rule), "level": getattr(rule, "level", "warning"),
+                    "default": rule_default(rule), "level": rule.level,
                     "url": docs_url(rule.code)} for rule in all_rules()]
         emit(json.dumps(records, indent=2) + "\n", sys.stdout)
         return 0

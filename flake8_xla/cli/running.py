@@ -453,25 +453,22 @@ def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResu
 
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         size = max(1, len(files) // (jobs * 32))
-        pool = ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid()))
-        futures = [pool.submit(_run_in_worker, files[i:i + size]) for i in range(0, len(files), size)]
-        try:
-            for future in futures:
-                future.result()
-        except KeyboardInterrupt:
-            # the chunks under way finish (a rewrite is never cut short); the others never start. A
-            # second Ctrl-C would leave the workers running and the list of rewritten files unknown.
-            import signal
-
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with ProcessPoolExecutor(min(jobs, len(files)), context, _init_worker, (job, os.getpid())) as pool:
+            futures = [pool.submit(_run_in_worker, files[i:i + size]) for i in range(0, len(files), size)]
             try:
-                pool.shutdown(wait=True, cancel_futures=True)
-            finally:
-                signal.signal(signal.SIGINT, previous)
-            raise Interrupted([r for f in futures if f.done() and not f.cancelled() and f.exception() is None
-                               for r in f.result()], []) from None
-        results.extend(r for f in futures for r in f.result())
-        pool.shutdown()
+                results.extend(r for future in futures for r in future.result())
+            except KeyboardInterrupt:
+                # the chunks under way finish (a rewrite is never cut short); the others never start. A
+                # second Ctrl-C would leave the workers running and the list of rewritten files unknown.
+                import signal
+
+                previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+                try:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                finally:
+                    signal.signal(signal.SIGINT, previous)
+                raise Interrupted([r for f in futures if f.done() and not f.cancelled() and f.exception() is None
+                                   for r in f.result()], []) from None
         return
     for path in files:
         results.append(run_file(job, path, stdin_bytes))
