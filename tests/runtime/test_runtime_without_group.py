@@ -16,6 +16,9 @@ XLA_RENDEZVOUS_ABORT = re.compile(r"rendezvous\.cc:\d+\] \[id=0\] Termination ti
                                   r"RendezvousKey\{[^}]*global_devices=\[0,1\]")
 
 
+@pytest.mark.release(">=2.9", why="measured on 2.9: XLA's CPU rendezvous aborts after its termination timeout; on "
+                     "2.5.1 it waits forever (past the test's 300 s), for xm.rendezvous and the companions alike; "
+                     "2.6-2.8 not measured")
 @pytest.mark.parametrize("name", ["xm.rendezvous", "xla_compat.rendezvous", "xla_compat.mesh_reduce"])
 def test_without_a_process_group_the_workers_meet_in_torch_xla_s_rendezvous(tmp_path, name) -> None:
     env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="2")
