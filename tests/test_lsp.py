@@ -117,7 +117,32 @@ def test_a_notebook_is_one_program_with_diagnostics_and_fixes_in_its_cells(works
             editor.apply(actions[0].edit)
             assert [editor.texts[cell] for cell in cells] == [
                 "import torch_xla\n", "# Training\n", "for step in range(3):\n    torch_xla.sync()\n"]
-            assert [await editor.diagnostics(cell) for cell in cells] == [[], [], []]
+            assert [await editor.diagnostics(cells[0]), await editor.diagnostics(cells[2])] == [[], []]
+            assert [p.uri for p in editor.published].count(cells[1]) == 1  # the Markdown cell: unchanged
+
+    run(scenario())
+
+
+def test_a_notebook_edit_republishes_only_the_cells_it_changed(workspace) -> None:
+    async def scenario():
+        async with Editor(workspace) as editor:
+            cells = editor.open_notebook("train.ipynb", [
+                ("code", "import torch_xla.core.xla_model as xm\n"), ("code", "x = 1\n"),
+                ("code", "xm.mark_step()\n")])
+            assert [summary(await editor.diagnostics(cell)) for cell in cells] == [[], [], [(0, 0, 12, *MARK_STEP)]]
+
+            def published():
+                return [[p.uri for p in editor.published].count(cell) for cell in cells]
+
+            editor.change(cells[2], "xm.mark_step()\nxm.mark_step()\n")  # the last cell: sent last
+            assert summary(await editor.diagnostics(cells[2])) == [(0, 0, 12, *MARK_STEP), (1, 0, 12, *MARK_STEP)]
+            assert published() == [1, 1, 2]
+            editor.change(cells[1], "x = 2\n")
+            assert await editor.diagnostics(cells[1]) == []
+            # renaming the import changes the last cell's diagnostics (to none), not its text
+            editor.change(cells[0], "import torch_xla.core.xla_model as xla\n")
+            assert await editor.diagnostics(cells[2]) == []
+            assert published() == [2, 2, 3]
 
     run(scenario())
 
@@ -328,7 +353,7 @@ def test_server_without_the_lsp_extra_says_how_to_install_it() -> None:
              "sys.exit(main(['server']))\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == ("flake8-xla: error: the language server needs the lsp extra (cannot import pygls.lsp): "
+    assert result.stderr == ("flake8-xla: error: the language server needs the lsp extra (cannot import pygls): "
                              "pip install 'flake8-xla[lsp]'\n")
 
 

@@ -500,7 +500,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     try:
         from ..lsp.server import serve  # `server` only: pygls is an optional extra
     except ImportError as exc:
-        raise UsageError(f"the language server needs the lsp extra (cannot import {exc.name}): "
+        package = (exc.name or "pygls").split(".")[0]
+        raise UsageError(f"the language server needs the lsp extra (cannot import {package}): "
                          "pip install 'flake8-xla[lsp]'") from None
     return serve()
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -23,6 +26,7 @@ from ..engine import all_rules
 from ..output.formats import ERROR_CODES, docs_url
 from .buffers import Buffer, Cell, Linter, Reported, line_edits, noqa_texts
 from .settings import SECTION, WATCHED_GLOBS, ProjectSettings, client_settings, is_project_file
+from .transport import XlaProtocol, report, serve_stream
 
 DEBOUNCE_SECONDS = 0.15  # a burst of keystrokes is linted once, after it
 WORKERS = 4
@@ -105,7 +109,8 @@ class XlaLanguageServer(LanguageServer):
             notebook_document_sync=lsp.NotebookDocumentSyncOptions(
                 notebook_selector=[lsp.NotebookDocumentFilterWithCells(
                     cells=[lsp.NotebookCellLanguage(language="python")], notebook="*")],
-                save=True))
+                save=True),
+            protocol_cls=XlaProtocol)
         self.projects = ProjectSettings()
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="flake8-xla-lint")
         self.results: Dict[str, Result] = {}  # buffer URI -> its last published result
@@ -113,6 +118,8 @@ class XlaLanguageServer(LanguageServer):
         self.reported_problems: set = set()
         self.debounce = DEBOUNCE_SECONDS
         self.shut_down = False  # a shutdown request came: exit with status 0
+        self.busy = 0  # analyses running in the workers
+        self._busy_lock = threading.Lock()
         self._rules: Optional[Dict[str, object]] = None
 
     # --- buffers -----------------------------------------------------------------------------------
@@ -173,7 +180,7 @@ class XlaLanguageServer(LanguageServer):
         linter = self.linter(buffer.path)
         result = await self.in_worker(self.analyse, linter, buffer)
         current = self.buffer(uri)
-        if current is None or current.version != buffer.version or current.text != buffer.text:
+        if self.shut_down or current is None or current.version != buffer.version or current.text != buffer.text:
             return  # edited meanwhile: the run scheduled by that edit publishes
         self.publish(result)
         if self.pending.get(uri) is asyncio.current_task():
@@ -227,6 +234,8 @@ class XlaLanguageServer(LanguageServer):
         for uri in gone:  # a deleted cell
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, []))
         for uri, shown in result.shown.items():
+            if result.buffer.cells and before is not None and _same_cell(before, result, uri):
+                continue  # the client shows these already: a notebook edit republishes what it changed
             version = None if result.buffer.cells else result.buffer.version
             self.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(uri, [s.diagnostic for s in shown], version))
@@ -273,7 +282,26 @@ class XlaLanguageServer(LanguageServer):
             logger.warning("the client did not accept the file watchers", exc_info=True)
 
     async def in_worker(self, function: Callable, *args):
-        return await asyncio.get_running_loop().run_in_executor(self.workers, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.workers, self._counted, function, *args)
+
+    def _counted(self, function: Callable, *args):
+        with self._busy_lock:
+            self.busy += 1
+        try:
+            return function(*args)
+        finally:
+            with self._busy_lock:
+                self.busy -= 1
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """Serve on stdio (pygls' reader replaced: see transport.py)."""
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve_stream(stdin or sys.stdin.buffer, self.protocol))
+        except BrokenPipeError:
+            report("the client closed its end of the connection")
+        except (KeyboardInterrupt, SystemExit):
+            pass
 
     # --- code actions and hover ------------------------------------------------------------------
 
@@ -350,6 +378,12 @@ class XlaLanguageServer(LanguageServer):
             return None
         contents = lsp.MarkupContent(lsp.MarkupKind.Markdown, "\n\n---\n\n".join(parts))
         return lsp.Hover(contents, here[0].diagnostic.range)
+
+
+def _same_cell(before: Result, after: Result, uri: str) -> bool:
+    """Whether a notebook cell has the text and diagnostics it had when last published."""
+    return (uri in before.shown and before.buffer.text_of(uri) == after.buffer.text_of(uri)
+            and [s.diagnostic for s in before.shown[uri]] == [s.diagnostic for s in after.shown[uri]])
 
 
 def hover_text(rule, shown: Shown) -> str:
@@ -460,7 +494,15 @@ def serve() -> int:
     (the protocol's rule; also when the client went away without one)."""
     server = build_server()
     server.start_io()
-    return 0 if server.shut_down else 1
+    status = 0 if server.shut_down else 1
+    if server.busy:  # a lint still runs in a worker thread; the interpreter would wait for it to end
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # stdout is closed after exit
+                pass
+        os._exit(status)
+    return status
 
 
 __all__ = ["DEBOUNCE_SECONDS", "FIX_ALL", "XlaLanguageServer", "build_server", "hover_text", "serve"]
