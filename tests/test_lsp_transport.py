@@ -57,7 +57,24 @@ def test_a_malformed_message_is_skipped_and_the_next_one_read(bad, reason, chunk
 
 def test_a_content_length_too_large_gives_back_the_next_message() -> None:
     first = json.dumps(PING).encode()
-    assert read_all(frame(first, length=len(first) + 30) + frame(PONG) + frame(PING)) == [PING, PONG, PING]
+    larger = Malformed(f"Content-Length {len(first) + 30} is larger than its message ({len(first)} bytes)")
+    assert read_all(frame(first, length=len(first) + 30) + frame(PONG) + frame(PING)) == [PING, larger, PONG, PING]
+
+
+def test_a_message_shorter_than_its_content_length_is_read_without_waiting_for_more() -> None:
+    """The client may send nothing more until it is answered (initialize)."""
+    first = json.dumps(PING).encode()
+    reader = MessageReader()
+    assert reader.feed(frame(first, length=len(first) + 30)) == [
+        PING, Malformed(f"Content-Length {len(first) + 30} is larger than its message ({len(first)} bytes)")]
+    assert reader.feed(frame(PONG)) == [PONG]
+    # a message still arriving is not mistaken for one that ended
+    assert reader.feed(frame(PONG)[:-2]) == []
+    assert reader.feed(frame(PONG)[-2:]) == [PONG]
+
+
+def test_blank_lines_between_messages_are_skipped() -> None:
+    assert read_all(frame(PING) + b"\r\n\n " + frame(PONG)) == [PING, PONG]
 
 
 def test_a_header_block_that_never_ends_is_dropped_in_bounded_memory() -> None:
@@ -156,19 +173,31 @@ def test_a_bad_content_length_is_reported_and_the_server_reads_on(wire, tmp_path
     assert server.stderr_line("malformed") == (
         "flake8-xla server: skipped a malformed message: Content-Length is not a byte count: b'twelve'; "
         "reading on from the next Content-Length header")
+    shutdown = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "shutdown"}).encode()
+    server.send(frame(shutdown, length=len(shutdown) + 50))  # then waits for the answer
+    assert server.response(9) == {"jsonrpc": "2.0", "id": 9, "result": None}
+    assert server.stderr_line("malformed") == (
+        f"flake8-xla server: skipped a malformed message: Content-Length {len(shutdown) + 50} is larger than "
+        f"its message ({len(shutdown)} bytes); reading on from the next Content-Length header")
     server.send(frame(b"[1, 2"))
     assert server.stderr_line("malformed").startswith("flake8-xla server: skipped a malformed message: "
                                                       "the body is not JSON (")
     server.send(frame(b"[1, 2]"))  # a batch: LSP has none
     assert server.stderr_line("ignored") == \
         "flake8-xla server: ignored a message: not a JSON-RPC 2.0 message: a JSON array"
-    assert server.request("shutdown", None) == {"jsonrpc": "2.0", "id": 2, "result": None}
     server.notify("exit", None)
     assert server.proc.wait(timeout=WAIT) == 0
 
 
 def test_requests_the_server_cannot_take_get_their_json_rpc_error(wire, tmp_path) -> None:
     server = wire()
+    server.notify("textDocument/didOpen", {"textDocument": {  # before initialize: dropped
+        "uri": (tmp_path / "early.py").as_uri(), "languageId": "python", "version": 1,
+        "text": "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"}})
+    server.send(frame({"jsonrpc": "2.0", "id": 0, "method": "textDocument/hover", "params": {
+        "textDocument": {"uri": (tmp_path / "early.py").as_uri()}, "position": {"line": 1, "character": 0}}}))
+    assert server.response(0) == {"jsonrpc": "2.0", "id": 0, "error": {
+        "code": -32002, "message": "textDocument/hover before initialize"}}
     server.initialize(tmp_path)
     # bad params: -32602, naming what is wrong
     assert server.request("textDocument/hover", {"position": {"line": 0}}) == {

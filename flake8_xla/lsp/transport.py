@@ -25,11 +25,13 @@ from pygls.protocol.json_rpc import RPCRequest
 
 HEADER_LIMIT = 64 * 1024  # a header block this long is not a header: resynchronise
 CHUNK = 64 * 1024
+EARLY_LIMIT = 1024 * 1024  # a message shorter than its Content-Length is looked for up to this size
 MARKER = b"content-length:"
 HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*")
 JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+SERVER_NOT_INITIALIZED = -32002
 
 
 class Malformed(NamedTuple):
@@ -50,46 +52,67 @@ class MessageReader:
         self._data += chunk
         out: List[Union[object, Malformed]] = []
         while True:
-            item = self._next()
-            if item is None:
+            items = self._next()
+            if not items:
                 return out
-            out.append(item)
+            out.extend(items)
 
-    def _next(self) -> Union[object, Malformed, None]:
+    def _next(self) -> List[Union[object, Malformed]]:
         if self._lost and not self._resynchronise():
-            return None
+            return []
+        while self._data[:1] in (b" ", b"\t", b"\r", b"\n"):  # between messages: not a header
+            del self._data[:1]
         end = self._data.find(b"\r\n\r\n")
         if end < 0:
             if len(self._data) <= HEADER_LIMIT:
-                return None
-            return self._skip(f"no end of headers in {len(self._data)} bytes")
+                return []
+            return [self._skip(f"no end of headers in {len(self._data)} bytes")]
         length, problem = _content_length(bytes(self._data[:end]))
         if problem:
-            return self._skip(problem)
+            return [self._skip(problem)]
         start = end + 4
         if len(self._data) < start + length:
-            return None
+            # a Content-Length too large: the message may be complete, the client waiting for the answer
+            used = self._complete_object(start) if len(self._data) - start < EARLY_LIMIT else None
+            if used is None:
+                return []
+            body = bytes(self._data[start:start + used])
+            del self._data[:start + used]
+            return [json.loads(body), Malformed(f"Content-Length {length} is larger than its message ({used} bytes)")]
         body = bytes(self._data[start:start + length])
         del self._data[:start + length]
-        return self._decode(body)
+        return self._decode(body, length)
 
-    def _decode(self, body: bytes) -> Union[object, Malformed]:
+    def _complete_object(self, start: int) -> Optional[int]:
+        """The length of the JSON object that is all of the buffer from ``start``, if it is one."""
+        tail = bytes(self._data[start:])
+        if not tail.rstrip().endswith(b"}"):
+            return None  # cheap: a message still arriving rarely ends at a brace
         try:
-            return json.loads(body)
+            text = tail.decode("utf-8")
+            _, end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return None
+        return len(tail) if not text[end:].strip() else None
+
+    def _decode(self, body: bytes, length: int) -> List[Union[object, Malformed]]:
+        try:
+            return [json.loads(body)]
         except ValueError as exc:
             problem = f"the body is not JSON ({exc})"
         # a Content-Length too large swallows the start of the next message: give that back
         try:
             text = body.decode("utf-8")
-            value, end = json.JSONDecoder().raw_decode(text.lstrip())
-            rest = text.lstrip()[end:].lstrip()
+            value, end = json.JSONDecoder().raw_decode(text)
+            rest = text[end:].lstrip()
         except ValueError:
             rest = ""
         if rest.lower().startswith(MARKER.decode()):
             self._data[:0] = rest.encode("utf-8")
-            return value
+            used = len(text[:end].encode("utf-8"))
+            return [value, Malformed(f"Content-Length {length} is larger than its message ({used} bytes)")]
         self._lost = True  # a Content-Length too small leaves the rest of the body in front of the next header
-        return Malformed(problem)
+        return [Malformed(problem)]
 
     def _skip(self, problem: str) -> Malformed:
         del self._data[:1]  # the next header may sit inside what was read as this one
@@ -123,10 +146,13 @@ def _content_length(header: bytes):
 
 
 class XlaProtocol(LanguageServerProtocol):
+    loop: Optional[asyncio.AbstractEventLoop] = None  # the loop serve_stream runs on
+
     def receive(self, data: object) -> None:
         """Handle one decoded message; answer a request that cannot be handled with its error."""
         if not isinstance(data, dict):
-            self._refuse(None, INVALID_REQUEST, f"not a JSON-RPC 2.0 message: a JSON {JSON_KINDS.get(type(data), 'value')}")
+            kind = JSON_KINDS.get(type(data), "value")
+            self._refuse(None, INVALID_REQUEST, f"not a JSON-RPC 2.0 message: a JSON {kind}")
             return
         request_id, method = data.get("id"), data.get("method")
         if data.get("jsonrpc") != "2.0" or not (method is None or isinstance(method, str)):
@@ -145,8 +171,13 @@ class XlaProtocol(LanguageServerProtocol):
         self.handle_message(message)
 
     def handle_message(self, message) -> None:
-        if self._shutdown and isinstance(message, RPCRequest) and message.method != lsp.EXIT:
-            self._refuse(message.id, INVALID_REQUEST, f"{message.method} after shutdown: only exit is accepted")
+        method = getattr(message, "method", None)
+        if self._workspace is None and method not in (None, lsp.INITIALIZE, lsp.EXIT):
+            if isinstance(message, RPCRequest):  # LSP: a notification before initialize is dropped
+                self._refuse(message.id, SERVER_NOT_INITIALIZED, f"{method} before initialize")
+            return
+        if self._shutdown and isinstance(message, RPCRequest) and method != lsp.EXIT:
+            self._refuse(message.id, INVALID_REQUEST, f"{method} after shutdown: only exit is accepted")
             return
         super().handle_message(message)
 
@@ -164,6 +195,13 @@ class XlaProtocol(LanguageServerProtocol):
             future.add_done_callback(lambda done: self._forget(msg_id, done))
 
     def _forget(self, msg_id, future) -> None:
+        # later, on the loop: a future is done in a worker thread, or while shutdown walks the map
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._drop, msg_id, future)
+        else:
+            self._drop(msg_id, future)
+
+    def _drop(self, msg_id, future) -> None:
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
 
@@ -196,7 +234,7 @@ def _raw_reader(stream: BinaryIO):
 
 async def serve_stream(stream: BinaryIO, protocol: XlaProtocol) -> None:
     """Read messages from ``stream`` until it ends (or a handler exits)."""
-    loop = asyncio.get_running_loop()
+    loop = protocol.loop = asyncio.get_running_loop()
     chunks: "asyncio.Queue[bytes]" = asyncio.Queue()
 
     def pump() -> None:  # a daemon thread: a blocked read never holds up the exit
