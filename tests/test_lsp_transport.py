@@ -8,6 +8,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from typing import List
 
 import pytest
@@ -256,6 +257,50 @@ def test_shutdown_and_exit_do_not_wait_for_a_running_lint(wire, tmp_path, shut_d
     server.notify("exit", None)
     assert server.proc.wait(timeout=WAIT) == status
     assert [m.get("id") for m in server.received] == ([1, 2] if shut_down else [1])
+
+
+GATED = """\
+import os, sys, threading, time
+from flake8_xla.engine import all_rules
+rule = next(r for r in all_rules() if r.code == "XLA101")
+check_fixable = type(rule).check_fixable
+running = []
+lock = threading.Lock()
+def gated(self, ctx):
+    if any("slow" in line for line in ctx.lines):
+        with lock:
+            running.append(1)
+            sys.stderr.write(f"lint started, {len(running)} running\\n"); sys.stderr.flush()
+        while not os.path.exists("release"):  # the test lets the lint end by creating the file
+            time.sleep(0.01)
+        with lock:
+            running.pop()
+    return check_fixable(self, ctx)
+type(rule).check_fixable = gated
+from flake8_xla.cli import main
+sys.exit(main(["server"]))
+"""
+
+
+def test_edits_to_a_file_being_linted_wait_for_that_lint(wire, tmp_path) -> None:
+    """Each pause in typing used to start another lint of a slow file next to the running ones (each
+    as large in memory); now the next lint starts when the running one ends, on the latest text."""
+    server = wire((sys.executable, "-c", GATED))
+    server.initialize(tmp_path)
+    uri = (tmp_path / "slow.py").as_uri()
+    text = "import torch_xla.core.xla_model as xm  # slow\nxm.mark_step()\n"
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": text}})
+    assert server.stderr_line("lint") == "lint started, 1 running"
+    for version in (2, 3):
+        text += "xm.mark_step()\n"
+        server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                                 "contentChanges": [{"text": text}]})
+        time.sleep(0.5)  # past the pause after an edit (DEBOUNCE_SECONDS): a lint of it could start
+    (tmp_path / "release").write_text("")
+    published = server.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"]
+    assert (published["version"], len(published["diagnostics"])) == (3, 3)
+    assert server.stderr_line("lint") == "lint started, 1 running"  # version 3's, after version 1's ended
 
 
 RETAINED = """\

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlparse
 
@@ -114,7 +114,8 @@ class XlaLanguageServer(LanguageServer):
         self.projects = ProjectSettings()
         self.workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="flake8-xla-lint")
         self.results: Dict[str, Result] = {}  # buffer URI -> its last published result
-        self.pending: Dict[str, asyncio.Task] = {}
+        self.pending: Dict[str, asyncio.Task] = {}  # buffer URI -> its lint, scheduled or running
+        self.linting: Dict[str, Future] = {}  # buffer URI -> its last lint in a worker
         self.reported_problems: set = set()
         self.debounce = DEBOUNCE_SECONDS
         self.shut_down = False  # a shutdown request came: exit with status 0
@@ -174,17 +175,28 @@ class XlaLanguageServer(LanguageServer):
     async def _lint_later(self, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
+        await self._lint_finished(uri)  # one lint per buffer at a time: edits to a slow file do not pile up
         buffer = self.buffer(uri)
         if buffer is None:
             return
         linter = self.linter(buffer.path)
-        result = await self.in_worker(self.analyse, linter, buffer)
+        future = self.workers.submit(self._counted, self.analyse, linter, buffer)
+        self.linting[uri] = future
+        result = await asyncio.wrap_future(future)  # a cancelled task cancels a run not yet started
         current = self.buffer(uri)
         if self.shut_down or current is None or current.version != buffer.version or current.text != buffer.text:
             return  # edited meanwhile: the run scheduled by that edit publishes
         self.publish(result)
         if self.pending.get(uri) is asyncio.current_task():
             del self.pending[uri]
+
+    async def _lint_finished(self, uri: str) -> None:
+        """Return once no lint of the buffer ``uri`` runs (without cancelling one)."""
+        loop = asyncio.get_running_loop()
+        while (future := self.linting.get(uri)) is not None and not future.done():
+            finished = asyncio.Event()
+            future.add_done_callback(lambda _: loop.call_soon_threadsafe(finished.set))
+            await finished.wait()
 
     def analyse(self, linter: Linter, buffer: Buffer) -> Result:
         try:
@@ -241,6 +253,7 @@ class XlaLanguageServer(LanguageServer):
                 lsp.PublishDiagnosticsParams(uri, [s.diagnostic for s in shown], version))
 
     def forget(self, uri: str) -> None:
+        self.linting.pop(uri, None)
         task = self.pending.pop(uri, None)
         if task is not None:
             task.cancel()
