@@ -98,8 +98,10 @@ class Wire:
         self.stderr: "queue.Queue" = queue.Queue()
         self.received: List[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: [self.stderr.put(line.decode()) for line in self.proc.stderr],
-                         daemon=True).start()
+        self.stderr_reader = threading.Thread(
+            target=lambda: [self.stderr.put(line.decode()) for line in self.proc.stderr], daemon=True)
+        self.stderr_reader.start()
+        self.stderr_seen: List[str] = []
         self.next_id = 0
 
     def _read(self) -> None:
@@ -137,8 +139,14 @@ class Wire:
     def stderr_line(self, containing: str) -> str:
         while True:
             line = self.stderr.get(timeout=WAIT)
+            self.stderr_seen.append(line)
             if containing in line:
                 return line.rstrip("\n")
+
+    def all_stderr(self) -> List[str]:
+        """Every line the server wrote to stderr, once it has exited."""
+        self.stderr_reader.join(timeout=WAIT)
+        return self.stderr_seen + list(self.stderr.queue)
 
     def initialize(self, root: pathlib.Path) -> dict:
         result = self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {}})
@@ -224,6 +232,7 @@ def test_requests_the_server_cannot_take_get_their_json_rpc_error(wire, tmp_path
     server.notify("exit", None)
     assert server.proc.wait(timeout=WAIT) == 0
     assert not [m for m in server.received if m.get("method") == "textDocument/publishDiagnostics"]
+    assert not [line for line in server.all_stderr() if "Traceback" in line]  # one line per problem
 
 
 BLOCKING = """\

@@ -19,9 +19,8 @@ from typing import BinaryIO, List, NamedTuple, Optional, Union
 
 import cattrs
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import RPCRequest
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, RPCRequest
 
 HEADER_LIMIT = 64 * 1024  # a header block this long is not a header: resynchronise
 CHUNK = 64 * 1024
@@ -159,16 +158,27 @@ class XlaProtocol(LanguageServerProtocol):
             self._refuse(request_id, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
             return
         try:
-            message = self.structure_message(data)
-        except JsonRpcInvalidParams as exc:
+            message = self._converter.structure(data, self._message_type(data))
+        except cattrs.BaseValidationError as exc:  # pygls' own structuring would log a traceback too
             self._refuse(request_id if method else None, INVALID_PARAMS,
-                         f"invalid params for {method}: {_explain(exc.__cause__)}")
+                         f"invalid params for {method}: {_explain(exc)}")
             return
         except Exception as exc:  # noqa: BLE001 - the server goes on with the next message
             self._refuse(request_id if method else None, INVALID_REQUEST,
                          f"cannot read {method or 'the message'}: {exc}")
             return
         self.handle_message(message)
+
+    def _message_type(self, data: dict) -> type:
+        """The lsprotocol type of a message (pygls' choice in ``structure_message``)."""
+        method = data.get("method")
+        if "id" not in data:
+            return self.get_message_type(method or "") or JsonRPCNotification
+        if "error" in data:
+            return lsp.ResponseErrorMessage
+        if method is not None:
+            return self.get_message_type(method) or JsonRPCRequestMessage
+        return self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
 
     def handle_message(self, message) -> None:
         method = getattr(message, "method", None)
