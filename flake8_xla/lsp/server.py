@@ -1,7 +1,8 @@
 """``flake8-xla server``: the language server (stdio, pygls).
 
 Linting runs in worker threads, so the server keeps answering while a large file is analysed; a
-result is published only if its document has not changed meanwhile. Edits are linted after a short
+result is published only if its document has not changed meanwhile, and a buffer has one lint at a
+time (an edit during a lint is linted after it). Edits are linted after a short
 pause (``DEBOUNCE_SECONDS``); opening and saving lint at once. Hover reads the last result; code
 actions are computed on the current text.
 """
