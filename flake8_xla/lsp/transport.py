@@ -77,7 +77,7 @@ class MessageReader:
                 return []
             body = bytes(self._data[start:start + used])
             del self._data[:start + used]
-            return [json.loads(body), Malformed(f"Content-Length {length} is larger than its message ({used} bytes)")]
+            return [json.loads(body), _too_large(length, used)]
         body = bytes(self._data[start:start + length])
         del self._data[:start + length]
         return self._decode(body, length)
@@ -109,7 +109,7 @@ class MessageReader:
         if rest.lower().startswith(MARKER.decode()):
             self._data[:0] = rest.encode("utf-8")
             used = len(text[:end].encode("utf-8"))
-            return [value, Malformed(f"Content-Length {length} is larger than its message ({used} bytes)")]
+            return [value, _too_large(length, used)]
         self._lost = True  # a Content-Length too small leaves the rest of the body in front of the next header
         return [Malformed(problem)]
 
@@ -126,6 +126,10 @@ class MessageReader:
         del self._data[:at]
         self._lost = False
         return True
+
+
+def _too_large(length: int, used: int) -> Malformed:
+    return Malformed(f"Content-Length {length} is larger than its message ({used} bytes)")
 
 
 def _content_length(header: bytes):
