@@ -200,37 +200,77 @@ def read_misses(path: str = MISSES) -> List[dict]:
 
 def _reports(found: List[dict], path: str, line: str, expected: str) -> bool:
     """A finding on that line (or in that range of lines) under the expected code, or any graph code
-    for a graph miss (a host read reported as a tensor branch is still found)."""
+    for a graph miss (a host read reported as a tensor branch is still found); ``expected`` may be a
+    whole family (``XLA3``)."""
     first, _, last = line.partition("-")  # "98-100": one sync that any of those lines reports
     lines = {str(n) for n in range(int(first), int(last) + 1)} if last else {line}
     return any(x["path"] == path and str(x["line"]) in lines and
-               (x["code"] == expected or expected.startswith("XLA3") and x["code"].startswith("XLA3"))
+               (x["code"].startswith(expected) or expected.startswith("XLA3") and x["code"].startswith("XLA3"))
                for x in found)
 
 
-def recall(found_by_tree: Dict[str, List[dict]], graph_tp: List[Tuple[str, dict, bool]]) -> List[str]:
-    """XLA3xx recall: of the misses of review/misses.tsv, how many are reported now; and of every known
-    per-step sync (the reviewed XLA3xx TPs and the misses), how many."""
-    misses = [m for m in read_misses() if m["tree"] in found_by_tree and m["expected"].startswith("XLA3")]
-    # one entry per reviewed line: a TP reported under another graph code now (XLA303 -> XLA307) is still found
-    known: Dict[Tuple[str, str, str], bool] = {}
-    for tree, row, _ in graph_tp:
-        key = (tree, row["path"], str(row["line"]))
-        known[key] = known.get(key, False) or _reports(found_by_tree[tree], row["path"], str(row["line"]), "XLA3")
+FAMILIES = (("XLA2", "FSDP and checkpoints (XLA2xx)"), ("XLA3", "host syncs per step (XLA3xx)"),
+            ("XLA4", "saves of XLA tensors (XLA4xx)"), ("XLA6", "pitfalls (XLA6xx)"))
+
+
+def read_rounds(path: str = MANIFEST) -> Dict[str, str]:
+    """Tree name -> the round that added it: the last ``issue NN`` named by a ``# ---`` section header
+    above its manifest line ("issue 13" before any)."""
+    rounds, current = {}, "issue 13"
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if line.startswith("# ---"):
+                words = line.replace(":", " ").replace("(", " ").split()
+                for a, b in zip(words, words[1:]):
+                    if a == "issue" and b.isdigit():
+                        current = f"issue {b}"
+                        break
+            elif line and not line.startswith("#"):
+                rounds[line.split()[3]] = current
+    return rounds
+
+
+def recall(found_by_tree: Dict[str, List[dict]], tp_rows: List[Tuple[str, dict, bool]],
+           rounds: Optional[Dict[str, str]] = None) -> List[str]:
+    """Recall per family: of the misses of review/misses.tsv, how many are reported now; and of every
+    known place (the reviewed TPs of the family and the misses), how many. Printed for every tree, then
+    for the newest round's trees and the earlier ones apart (fresh trees run below the reviewed ones)."""
+    rounds = rounds or {}
+    newest = max(rounds.values(), key=lambda r: int(r.split()[1]), default=None)
+    groups = [("all trees", set(found_by_tree))]
+    if newest is not None and len(set(rounds.values())) > 1:
+        groups += [(f"{newest} trees", {t for t in found_by_tree if rounds.get(t) == newest}),
+                   ("earlier trees", {t for t in found_by_tree if rounds.get(t) != newest})]
     out = []
-    for scope in ("user", "all"):
-        chosen = [m for m in misses if scope == "all" or m["scope"] == scope]
-        hit = [m for m in chosen if _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
-        extra = [m for m in chosen if (m["tree"], m["path"], m["line"]) not in known]
-        total = len(known) + len(extra)
-        now = sum(known.values()) + sum(1 for m in extra if m in hit)
-        label = "user code" if scope == "user" else "user and library code"
-        out.append(f"XLA3 recall ({label}): misses reported {len(hit)}/{len(chosen)}"
-                   f" ({len(hit) / len(chosen) if chosen else 0:.2f}); known per-step syncs reported {now}/{total}"
-                   f" ({now / total if total else 0:.2f})")
-    still = [m for m in misses if not _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
-    if still:
-        out.append("misses still missed: " + ", ".join(f"{m['tree']}/{m['path']}:{m['line']}" for m in still))
+    for family, title in FAMILIES:
+        misses = [m for m in read_misses() if m["tree"] in found_by_tree and m["expected"].startswith(family)]
+        graph = family == "XLA3"
+        for label, trees in groups:
+            # one entry per reviewed line: a TP reported under another graph code now (XLA303 -> XLA307) is found
+            known: Dict[Tuple[str, str, str], bool] = {}
+            for tree, row, _ in tp_rows:
+                if tree in trees and row["code"].startswith(family):
+                    key = (tree, row["path"], str(row["line"]))
+                    code = family if graph else row["code"]
+                    known[key] = known.get(key, False) or _reports(found_by_tree[tree], row["path"], str(row["line"]),
+                                                                   code)
+            for scope in ("user", "all") if graph else ("all",):
+                chosen = [m for m in misses if m["tree"] in trees and (scope == "all" or m["scope"] == scope)]
+                if not chosen and not known:
+                    continue
+                hit = [m for m in chosen if _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
+                extra = [m for m in chosen if (m["tree"], m["path"], m["line"]) not in known]
+                total = len(known) + len(extra)
+                now = sum(known.values()) + sum(1 for m in extra if m in hit)
+                where = label + ("" if not graph else ", user code" if scope == "user" else ", user and library code")
+                out.append(f"{family} recall ({where}): misses reported {len(hit)}/{len(chosen)}"
+                           f" ({len(hit) / len(chosen) if chosen else 0:.2f}); known places reported {now}/{total}"
+                           f" ({now / total if total else 0:.2f})")
+        still = [m for m in misses if not _reports(found_by_tree[m["tree"]], m["path"], m["line"], m["expected"])]
+        if still:
+            out.append(f"{family} misses still missed: " +
+                       ", ".join(f"{m['tree']}/{m['path']}:{m['line']}" for m in still))
     return out
 
 
@@ -282,7 +322,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     on, every = default_on_codes(args.python)
 
     stats: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    graph_tp: List[Tuple[str, dict, bool]] = []  # (tree, reviewed XLA3xx TP row, still reported)
+    tp_rows: List[Tuple[str, dict, bool]] = []  # (tree, reviewed XLA2/3/4/6 TP row, still reported)
     found_by_tree: Dict[str, List[dict]] = {}
     new_list: List[Tuple[str, dict]] = []
     gone_list: List[Tuple[str, dict]] = []
@@ -298,9 +338,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         rows = read_review(name)
         pairs, gone = match(found, rows)
         found_by_tree[name] = found
-        graph_tp.extend((name, r, True) for x, r in pairs
-                        if r and r["verdict"] == "TP" and r["code"].startswith("XLA3"))
-        graph_tp.extend((name, r, False) for r in gone if r["verdict"] == "TP" and r["code"].startswith("XLA3"))
+        tp_rows.extend((name, r, True) for x, r in pairs if r and r["verdict"] == "TP" and r["code"][3] in "2346")
+        tp_rows.extend((name, r, False) for r in gone if r["verdict"] == "TP" and r["code"][3] in "2346")
         unreviewed = []
         for x, r in pairs:
             s = stats[x["code"]]
@@ -342,7 +381,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                  f"{(total['TP'] / judged) if judged else 0:.2f} |")
     print(f"results in {out}")
     print("\n".join(lines))
-    recall_lines = recall(found_by_tree, graph_tp)
+    recall_lines = recall(found_by_tree, tp_rows, read_rounds(args.manifest))
     print("\n".join(recall_lines))
     if args.table:
         with open(args.table, "w", encoding="utf-8") as f:

@@ -8,7 +8,7 @@ import functools
 from typing import Callable, Dict, Optional, Tuple
 
 from .flow import FlowFacts, dotted
-from .project import NO_PROJECT, FunctionSummary, Project
+from .project import NO_PROJECT, CallSite, FunctionSummary, Project
 from .syntax import NodeIndex
 
 
@@ -50,6 +50,12 @@ class ProjectCalls:
             if cls is not None:
                 return self.project.function(self.ctx.filename, cls[0], f"{cls[1]}.{func.attr}")
         return None
+
+    def incoming(self, function: str) -> Tuple[CallSite, ...]:
+        """The calls of the project's code that runs on XLA into ``function`` of this file."""
+        if self.project is NO_PROJECT:
+            return ()
+        return self.project.call_sites(self.ctx.filename, function)
 
     def callee_name(self, func: ast.AST) -> Optional[Tuple[int, str]]:
         """(import level, dotted name) of what ``func`` names: ``utils.accuracy`` for an absolute

@@ -377,7 +377,42 @@ class StepRegions:
                     done.add(id(fn))
                     origins[id(fn)] = origins.get(id(region.node), region.node)
                     claim(StepRegion(fn, region.kind), _inside(fn.body))
+        allowed = self.entry_defs
+        if allowed is not None:
+            index = ctx.get(NodeIndex)
+
+            def entered(node: ast.AST) -> bool:
+                scope = index.scope_of(node)
+                return any(id(s) in allowed for s in [node, scope] + index.enclosing(scope))
+
+            regions = {key: region for key, region in regions.items() if entered(region.node)}
         return regions
+
+    @functools.cached_property
+    def entry_defs(self) -> Optional[Set[int]]:
+        """When the file is linted only for the functions that the project's XLA code calls (it never
+        names torch_xla): id() of those defs (every method of a class whose constructor it calls)
+        and of the file's functions they call, directly or through others; else None."""
+        entries = getattr(self.ctx.project, "entry_functions", None)
+        if entries is None:
+            return None
+        local, index = self.local, self.ctx.get(NodeIndex)
+        start = []
+        for fn in local.defs():
+            owner = local.owner.get(id(fn))
+            if owner is None and type(index.scope_of(fn)) is ast.Module and fn.name in entries:
+                start.append(fn)
+            elif owner is not None and (owner.name in entries or f"{owner.name}.{fn.name}" in entries):
+                start.append(fn)
+        allowed, stack = {id(fn) for fn in start}, start
+        while stack:
+            for node in walk(stack.pop().body):
+                if type(node) is ast.Call:
+                    for fn in local.targets(node):
+                        if id(fn) not in allowed:
+                            allowed.add(id(fn))
+                            stack.append(fn)
+        return allowed
 
     @functools.cached_property
     def _origins(self) -> Dict[int, ast.AST]:
@@ -443,6 +478,7 @@ class StepRegions:
                     inside = walk([loop])
                     if any(id(n) in at_top for n in inside):
                         out.update(id(n) for n in inside)
+        out.update(self._cuda_functions)
         functions = self.local.functions
         if out and functions:
             sites: Dict[str, List[ast.AST]] = {}
@@ -463,6 +499,24 @@ class StepRegions:
                             all(id(c) in out for c in calls):
                         out.update(id(n) for fn in defs for n in walk(fn.body))
                         changed = True
+        return out
+
+    @functools.cached_property
+    def _cuda_functions(self) -> Set[int]:
+        """id() of the nodes of functions that move tensors to CUDA (``x.cuda()``, ``.to("cuda")``) and
+        show nothing of XLA (no torch_xla name, nothing moved to the XLA device): the CUDA copy of a
+        loop in a file that also holds the XLA one."""
+        tensors, qualnames, out = self.ctx.get(TensorFacts), self.qualnames, set()
+        for fn in self.local.defs():
+            nodes = walk(fn.body)
+            calls = [n for n in nodes if type(n) is ast.Call]
+            if not any(tensors.moves_to_cuda(c) for c in calls):
+                continue
+            if any(qualnames.get(id(n), "").startswith(("torch_xla", "xla_compat")) for n in nodes) or \
+                    any(type(c.func) is ast.Attribute and c.func.attr == "to" and c.args and
+                        tensors.is_xla_device(c.args[0]) for c in calls):
+                continue
+            out.update(id(n) for n in nodes)
         return out
 
     def _works_on_device(self, loop: ast.AST, own: List[ast.AST]) -> bool:

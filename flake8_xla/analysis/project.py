@@ -34,11 +34,33 @@ class FunctionSummary(NamedTuple):
     returns_modules: Tuple[Optional[str], ...]  # torch_xla modules returned: one, or one per tuple element
 
 
+# What a call passes for one argument, as far as the callee needs to know: the value kinds of
+# :mod:`flake8_xla.analysis.tensors` ("device", "module", ...) and these two.
+XLA_DEVICE = "xla-device"  # the XLA device itself (``xm.xla_device()``, ``torch_xla.device()``)
+DEVICE_LOADER = "device-loader"  # a loader whose batches are on the XLA device (MpDeviceLoader)
+
+
+class OutgoingCall(NamedTuple):
+    """A call of a module's code to a function it imports, with what it passes that is on XLA."""
+    level: int  # the dots of a relative import
+    name: str  # dotted, as the caller names it: ``engine.train_one_epoch``, ``Trainer``
+    line: int
+    arguments: Tuple[Tuple[object, str], ...]  # (position or keyword, fact); unknown ones left out
+
+
+class CallSite(NamedTuple):
+    """A call from another module of the project into a function of this one."""
+    path: str  # the calling file
+    line: int
+    arguments: Tuple[Tuple[object, str], ...]  # (position, self not counted, or keyword; fact)
+
+
 class ModuleSummary(NamedTuple):
     path: str
     functions: Dict[str, FunctionSummary]
     # names the module imports at its top level: name -> (level, module, attribute) (re-exports)
     imports: Dict[str, Tuple[int, str, str]]
+    calls: Tuple[OutgoingCall, ...] = ()
 
 
 class Project:
@@ -63,7 +85,7 @@ class Project:
         """``pkg.utils.accuracy`` / ``pkg.utils.Meter.update`` as ``importer`` imports it: the module
         is the longest prefix that is a file of the project; a name that module imports from
         elsewhere is followed (a package's ``__init__`` re-exporting it)."""
-        if depth > 3 or (level == 0 and (dotted_name.split(".", 1)[0] in _NOT_PROJECT or
+        if depth > 3 or (level == 0 and (not_project(dotted_name) or
                                          not self.has_top_level(importer, dotted_name.split(".", 1)[0]))):
             return None
         parts = dotted_name.split(".")
@@ -83,6 +105,15 @@ class Project:
             return None
         return None
 
+    # the file is linted only because code of the project that runs on XLA calls these functions of
+    # it (a module that never names torch_xla): only they, and what they call, are step code
+    entry_functions: Optional[frozenset] = None
+
+    def call_sites(self, path: str, function: str) -> Tuple[CallSite, ...]:
+        """The calls from the project's modules that run on XLA into ``function`` (``f``,
+        ``Class.method``; ``Class`` for its constructor) of the file ``path``."""
+        return ()
+
     def returned_modules(self, importer: str, qualname: str) -> Tuple[Optional[str], ...]:
         """The torch_xla modules the project function ``qualname`` returns (``xm, pl = import_xla()``)."""
         found = self.function(importer, 0, qualname)
@@ -92,10 +123,16 @@ class Project:
 NO_PROJECT = Project()
 
 
+def not_project(dotted_name: str) -> bool:
+    """Whether an absolute name is surely of an installed package, not of the project."""
+    return dotted_name.split(".", 1)[0] in _NOT_PROJECT
+
+
 # top-level packages that are never a project's own modules
 _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "time", "json", "re", "logging",
                           "typing", "collections", "functools", "itertools", "transformers", "lightning",
                           "pytorch_lightning", "accelerate", "ignite", "tqdm", "datasets", "xla_compat"})
 
 
-__all__ = ["FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "Project"]
+__all__ = ["CallSite", "DEVICE_LOADER", "FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "OutgoingCall",
+           "Project", "XLA_DEVICE", "not_project"]

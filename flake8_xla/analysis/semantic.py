@@ -12,7 +12,7 @@ import ast
 import re
 from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from .syntax import CHILD_FIELDS, child_fields, walk
+from .syntax import CHILD_FIELDS, child_fields, is_fallback_return, walk
 from ..versions import Version
 
 # Modules that libraries import under a short name at their top level, so that a star import of the
@@ -975,6 +975,8 @@ def _modules_given(model: SemanticModel, value: Optional[ast.expr], scope: Scope
     found: Optional[Tuple[Optional[str], ...]] = None
     for ret in (n for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
                 if type(n) is ast.Return):
+        if is_fallback_return(ret.value):
+            continue  # ``except ImportError: return None, None``: says nothing of the modules
         elements = ret.value.elts if type(ret.value) is ast.Tuple else [ret.value]
         names = tuple(_module_binding(e, inner) for e in elements)
         if not any(names) or (found is not None and found != names):

@@ -6,8 +6,10 @@ import ast
 from typing import Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
-from .project import FunctionSummary, HostRead, ModuleSummary
-from .syntax import walk
+from .calls import ProjectCalls
+from .backends import BranchesOffXla
+from .project import FunctionSummary, HostRead, ModuleSummary, OutgoingCall, not_project
+from .syntax import NodeIndex, is_fallback_return, walk
 from .tensors import DEVICE, TensorFacts
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -59,7 +61,35 @@ def summarize(ctx) -> ModuleSummary:
             for alias in stmt.names:
                 if alias.name != "*":
                     imports[alias.asname or alias.name] = (stmt.level, stmt.module or "", alias.name)
-    return ModuleSummary(ctx.filename, out, imports)
+    return ModuleSummary(ctx.filename, out, imports, _outgoing_calls(ctx))
+
+
+def _outgoing_calls(ctx) -> Tuple[OutgoingCall, ...]:
+    """The calls to functions the module imports from elsewhere (perhaps the project's), with the
+    arguments that hold the XLA device, a device loader, a device tensor or a module."""
+    naming, tensors, off_xla = ctx.get(ProjectCalls).callee_name, ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
+    out = []
+    for call in ctx.get(NodeIndex).of(ast.Call):
+        if not call.args and not call.keywords or id(call) in off_xla:
+            continue
+        named = naming(call.func)
+        if named is None or (named[0] == 0 and not_project(named[1])):
+            continue
+        arguments = []
+        for position, arg in enumerate(call.args):
+            if type(arg) is ast.Starred:
+                break
+            fact = tensors.argument_fact(arg)
+            if fact is not None:
+                arguments.append((position, fact))
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                fact = tensors.argument_fact(keyword.value)
+                if fact is not None:
+                    arguments.append((keyword.arg, fact))
+        if arguments:
+            out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments)))
+    return tuple(out)
 
 
 def _syncs(call: ast.Call, qualname) -> bool:
@@ -73,6 +103,8 @@ def _returned_modules(returns: List[ast.expr], qualname) -> Tuple[Optional[str],
     """``return xm`` / ``return xm, pl, xmp`` of imported torch_xla modules (every return alike)."""
     found: Optional[Tuple[Optional[str], ...]] = None
     for value in returns:
+        if is_fallback_return(value):
+            continue  # ``except ImportError: return None, None``: says nothing of the modules
         elements = value.elts if type(value) is ast.Tuple else [value]
         names = tuple(_module_name(e, qualname) for e in elements)
         if not any(names) or (found is not None and found != names):

@@ -58,6 +58,14 @@ def names_used(tree: ast.AST) -> Counter:
     return used
 
 
+def is_fallback_return(value: Optional[ast.AST]) -> bool:
+    """``return`` / ``return None`` / ``return None, None, False``: what a helper hands back when the
+    thing it makes is missing (an ``except ImportError:`` branch). It says nothing about what the
+    helper returns when it works, so a join over the helper's returns leaves it out."""
+    elements = value.elts if type(value) is ast.Tuple else [value]
+    return all(e is None or (type(e) is ast.Constant and e.value in (None, False, True)) for e in elements)
+
+
 def parents(tree: ast.AST) -> Dict[int, ast.AST]:
     """id(node) -> its syntactic parent, for every node below ``tree``."""
     out: Dict[int, ast.AST] = {}

@@ -20,11 +20,11 @@ from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
-from .project import NO_PROJECT
+from .project import DEVICE_LOADER, NO_PROJECT, XLA_DEVICE
 from .syntax import NodeIndex, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
-HOST_TENSOR = "host-tensor"  # a tensor known to be on the CPU
+HOST_TENSOR = "host-tensor"  # a tensor known not to be on the XLA device (the CPU's, or CUDA's)
 HOST = "host"  # not a tensor: number, string, numpy array, dtype, shape, torch.device ...
 MODULE = "module"  # an nn.Module (calling it gives device tensors)
 TENSORS = (DEVICE, HOST_TENSOR)
@@ -90,10 +90,17 @@ def _same(kinds: Sequence[Kind]) -> Kind:
 
 
 def _is_cpu(node: Optional[ast.AST]) -> bool:
-    """``"cpu"`` or ``torch.device("cpu")``."""
+    """``"cpu"``, ``"cuda:0"``, ``"mps"`` or ``torch.device("cpu")``: a device that is not XLA's."""
     if type(node) is ast.Constant:
-        return node.value == "cpu"
+        return isinstance(node.value, str) and node.value.split(":")[0] in ("cpu", "cuda", "mps")
     return type(node) is ast.Call and len(node.args) == 1 and _is_cpu(node.args[0]) and \
+        type(node.func) is ast.Attribute and node.func.attr == "device"
+
+
+def _is_cuda(node: ast.AST) -> bool:
+    if type(node) is ast.Constant:
+        return isinstance(node.value, str) and node.value.split(":")[0] == "cuda"
+    return type(node) is ast.Call and len(node.args) >= 1 and _is_cuda(node.args[0]) and \
         type(node.func) is ast.Attribute and node.func.attr == "device"
 
 
@@ -200,6 +207,45 @@ class TensorFacts:
                 return []
             out.append(value)
         return out
+
+    def _incoming(self, fn: ast.AST, where: Tuple[int, str]) -> List[str]:
+        """What the calls from other modules of the project that run on XLA pass for one
+        parameter of ``fn`` (a top-level function, or a method of a top-level class)."""
+        if self.project is None:
+            return []
+        owner = self._method_class.get(id(fn))
+        position, name = where
+        if owner is not None:
+            key, position = f"{owner.name}.{fn.name}", position - 1  # self
+        else:
+            key = fn.name
+        sites = self.project.incoming(key)
+        if not sites and owner is not None and fn.name == "__init__":
+            sites = self.project.incoming(owner.name)  # Trainer(model, device): the constructor's call
+        out = []
+        for site in sites:
+            for given, fact in site.arguments:
+                if given == name or (given == position and position >= 0):
+                    out.append(fact)
+        return out
+
+    def _parameter_facts(self, name: ast.expr) -> List[str]:
+        """For a name that is a plain function's parameter with no call in this file: what the
+        calls from other modules pass for it."""
+        bound = self._lookup(name, name.id)
+        if len(bound) == 1 and bound[0][1] == _ARGUMENT and not self._arguments(bound[0][2], bound[0][3]):
+            return self._incoming(bound[0][2], bound[0][3])
+        return []
+
+    def argument_fact(self, node: ast.expr) -> Optional[str]:
+        """What a call passes, for the callee in another module: the XLA device, a device loader,
+        a device tensor or a module; None for anything else."""
+        if self.is_xla_device(node):
+            return XLA_DEVICE
+        if self.loader(node) == DEVICE:
+            return DEVICE_LOADER
+        kind = self.kind(node)
+        return kind if kind in (DEVICE, MODULE) else None
 
     @functools.cached_property
     def _call_sites(self) -> Dict[str, List[ast.Call]]:
@@ -535,7 +581,11 @@ class TensorFacts:
             return DEVICE if path in self._used_as_tensors(a) else None
         if how == _ARGUMENT:
             values = self._arguments(a, path)
-            return _same([self.kind(v) for v in values]) if values else None
+            if values:
+                return _same([self.kind(v) for v in values])
+            facts = self._incoming(a, path)
+            # what the XLA code of other modules passes: on a TPU that is what the parameter holds
+            return DEVICE if DEVICE in facts else MODULE if MODULE in facts else None
         if how == _AUGMENTED:
             return join([self.kind(a.target), self.kind(a.value)])
         whole = self._element(a) if how == _ITERATED else self._unpacked(a)
@@ -612,6 +662,8 @@ class TensorFacts:
                 values = self._parameter_values(expr)
                 if values:
                     return _same([self.loader(v) for v in values])
+                if DEVICE_LOADER in self._parameter_facts(expr):
+                    return DEVICE
             finally:
                 self._busy.discard(("loader", id(expr)))
         if type(expr) is ast.Name:
@@ -774,11 +826,11 @@ class TensorFacts:
             return DEVICE if method == "forward" else None
         if method in HOST_METHODS:
             return HOST
-        if method == "cpu" or (method == "to" and call.args and self._on_cpu(call.args[0])):
-            return HOST_TENSOR  # whatever it was (a tensor, or a module moved back), not on the device
+        if method in ("cpu", "cuda") or (method == "to" and call.args and self._on_cpu(call.args[0])):
+            return HOST_TENSOR  # whatever it was (a tensor, or a module moved away), not on the XLA device
         if receiver == HOST:
             return HOST
-        if receiver is None and method == "to" and call.args and self._xla_device(call.args[0]):
+        if receiver is None and method == "to" and call.args and self.is_xla_device(call.args[0]):
             return DEVICE  # batch["ids"].to(xm.xla_device()): whatever it was, now on the device
         if receiver not in TENSORS:
             return None
@@ -829,12 +881,24 @@ class TensorFacts:
         """Function names also assigned as variables (``step = torch_xla.compile(step)``)."""
         return {n.id for n in self.index.of(ast.Name) if type(n.ctx) is ast.Store and n.id in self._functions}
 
-    def _xla_device(self, node: ast.expr) -> bool:
-        """``xm.xla_device()`` / ``torch_xla.device()`` / ``torch.device("xla")``, or a name given one."""
-        if type(node) is ast.Name:
-            node = self.assigned_value(node) or node
+    def is_xla_device(self, node: ast.expr) -> bool:
+        """``xm.xla_device()`` / ``torch_xla.device()`` / ``torch.device("xla")``, or a name given one:
+        by one of its assignments that reach the use (``if args.tpu: device = xm.xla_device() else:
+        ...``: on a TPU the XLA branch runs), by what the calls of a function pass for its parameter,
+        or, for ``self.device``, by any method of the class."""
+        name = dotted(node) if type(node) in (ast.Name, ast.Attribute) else None
+        if name is not None and (type(node) is ast.Name or (name.startswith("self.") and name.count(".") == 1)) \
+                and self.qualname(node) is None:
+            key = ("xla-device?", id(node))
+            if key in self._busy:
+                return False
+            self._busy.add(key)
+            try:
+                return self._named_xla_device(node, name)
+            finally:
+                self._busy.discard(key)
         if type(node) is ast.IfExp:  # torch_xla.device() if IS_TPU else torch.device("cuda")
-            return self._xla_device(node.body) or self._xla_device(node.orelse)
+            return self.is_xla_device(node.body) or self.is_xla_device(node.orelse)
         if type(node) is not ast.Call:
             return False
         qualname = self._callee(node)
@@ -842,6 +906,24 @@ class TensorFacts:
             return True
         return qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant and \
             str(node.args[0].value).split(":")[0] == "xla"
+
+    def _named_xla_device(self, node: ast.expr, name: str) -> bool:
+        bound = self._lookup(node, name)
+        entries = self._bindings.get((id(self.index.scope_of(node)), name))
+        if entries and bound:  # every assignment before the use, not only the last: branches on a flag
+            at = (node.lineno, node.col_offset)
+            bound = [b for b in entries if b[0] <= at] or bound
+        for binding in bound:
+            how, value = binding[1], binding[2]
+            if how == _VALUE and self.is_xla_device(value):
+                return True
+            if how == _ARGUMENT:
+                values = self._arguments(value, binding[3])
+                if values and all(self.is_xla_device(v) for v in values):
+                    return True
+                if not values and XLA_DEVICE in self._incoming(value, binding[3]):
+                    return True
+        return False
 
     def xla_device_value(self, node: Optional[ast.expr]) -> Optional[ast.expr]:
         """The expression that makes ``node`` the XLA device for sure: ``node`` itself when it is
@@ -861,13 +943,25 @@ class TensorFacts:
             node = value
         if type(node) is ast.Constant:
             return node if isinstance(node.value, str) and node.value.split(":")[0] == "xla" else None
-        return node if type(node) is ast.Call and self._xla_device(node) else None
+        return node if type(node) is ast.Call and self.is_xla_device(node) else None
 
     def _on_cpu(self, node: ast.expr) -> bool:
-        """``"cpu"``, ``torch.device("cpu")``, or a name given one of those."""
+        """``"cpu"``, ``torch.device("cuda")``, or a name given one of those and never the XLA device."""
         if type(node) is ast.Name:
+            if self.is_xla_device(node):
+                return False
             node = self.assigned_value(node) or node
         return _is_cpu(node)
+
+    def moves_to_cuda(self, call: ast.Call) -> bool:
+        """``x.cuda()`` or ``x.to("cuda")`` / ``x.to(torch.device("cuda:0"))``: CUDA code."""
+        func = call.func
+        if type(func) is not ast.Attribute or self.qualname(func) is not None:
+            return False
+        if func.attr == "cuda":
+            return True
+        where = call.args[0] if call.args else _keyword(call, "device")
+        return func.attr == "to" and where is not None and _is_cuda(where)
 
     def _is_dtype(self, node: ast.expr) -> bool:
         qualname = self.qualname(node) or ""

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis.project import ModuleSummary, Project
+from ..analysis.project import CallSite, ModuleSummary, Project
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -42,11 +42,14 @@ class ProjectIndex(Project):
         self._roots: Dict[str, List[str]] = {}
         self._tops: Dict[Tuple[str, str], Tuple[float, bool]] = {}  # (directory, name) -> (when, a project module)
         self._consulted: Set[str] = set()
-        self._on_xla: Dict[str, Tuple[float, bool]] = {}  # project root -> (when, a file of it names torch_xla)
+        # project root -> (when, [(file that names torch_xla, the names its imports mention)])
+        self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset]]]] = {}
+        self._incoming: Dict[str, Tuple[Dict[str, List[CallSite]], Set[str]]] = {}  # path -> (sites, callers)
 
-    def begin(self, hooks_only: bool = False) -> None:
+    def begin(self, hooks_only: bool = False, entry_functions: Optional[frozenset] = None) -> None:
         self._consulted = set()
         self.hooks_only = hooks_only
+        self.entry_functions = entry_functions
 
     def consulted(self) -> Dict[str, str]:
         """Path -> content digest of the files read since :meth:`begin`."""
@@ -56,12 +59,7 @@ class ProjectIndex(Project):
         path = self.find(os.path.abspath(importer), name, level)
         if path is None:
             return None
-        self._consulted.add(path)
-        stamp = _stamp(path)
-        known = self._summaries.get(path)
-        if known is None or known[0] != stamp:  # new, or edited since (a long-lived language server)
-            known = self._summaries[path] = (stamp, file_digest(path), self._summarize(path))
-        return known[2]
+        return self._summary(path)  # edited since: summarized again (a long-lived language server)
 
     def has_top_level(self, importer: str, name: str) -> bool:
         key = (os.path.dirname(importer), name)
@@ -97,18 +95,94 @@ class ProjectIndex(Project):
                 return found
         return None
 
+    def call_sites(self, path: str, function: str) -> Tuple[CallSite, ...]:
+        sites, callers = self._calls_into(os.path.abspath(path))
+        self._consulted.update(callers)
+        return tuple(sites.get(function, ()))
+
+    def entry_points(self, path: str) -> frozenset:
+        """The functions of ``path`` that the project's code on XLA calls with the XLA device, a
+        device loader, a device tensor or a module (``Class`` for a constructor)."""
+        sites, callers = self._calls_into(os.path.abspath(path))
+        self._consulted.update(callers)
+        return frozenset(sites)
+
+    def gives_xla_modules(self, path: str, text: str) -> bool:
+        """Whether a file that never names torch_xla imports a function of the project's XLA code
+        that returns torch_xla modules (``from utils import import_xla`` ... ``xm, pl = import_xla()``)."""
+        path = os.path.abspath(path)
+        xla_files = None
+        for match in _FROM_IMPORT.finditer(text):
+            dots, module, names = match.groups()
+            found = self.find(path, module, len(dots))
+            if found is None:
+                continue
+            if xla_files is None:
+                xla_files = {p for p, _ in self._xla_files_of(path)}
+            if found not in xla_files:
+                continue
+            summary = self._summary(found)
+            functions = summary.functions if summary is not None else {}
+            if any(functions.get(n.split()[0]) is not None and functions[n.split()[0]].returns_modules
+                   for n in names.split(",") if n.strip()):
+                return True
+        return False
+
+    def _calls_into(self, path: str) -> Tuple[Dict[str, List[CallSite]], Set[str]]:
+        known = self._incoming.get(path)
+        if known is not None:
+            return known
+        stem = os.path.basename(path)[:-3]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(path))
+        sites: Dict[str, List[CallSite]] = {}
+        callers: Set[str] = set()
+        for caller, names in self._xla_files_of(path):
+            if caller == path or stem not in names:
+                continue
+            summary = self._summary(caller)
+            for call in summary.calls if summary is not None else ():
+                function = self._resolves_to(caller, call.level, call.name, path)
+                if function is not None:
+                    sites.setdefault(function, []).append(CallSite(caller, call.line, call.arguments))
+                    callers.add(caller)
+        self._incoming[path] = sites, callers
+        return sites, callers
+
+    def _resolves_to(self, importer: str, level: int, name: str, path: str) -> Optional[str]:
+        """The function of ``path`` a dotted name imported by ``importer`` runs, if it is one there."""
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0 if level == 0 else -1, -1):
+            if self.find(importer, ".".join(parts[:cut]), level) == path:
+                return ".".join(parts[cut:])
+        return None
+
+    def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset]]:
+        root = self._root(path)
+        when, known = self._xla_files.get(root, (0.0, None))
+        now = time.monotonic()
+        if known is None or now - when > _RECHECK_SECONDS:
+            known = _xla_files(root)
+            self._xla_files[root] = (now, known)
+        return known
+
+    def _summary(self, path: str) -> Optional[ModuleSummary]:
+        self._consulted.add(path)
+        stamp = _stamp(path)
+        known = self._summaries.get(path)
+        if known is None or known[0] != stamp:
+            known = self._summaries[path] = (stamp, file_digest(path), self._summarize(path))
+        return known[2]
+
+    def _root(self, path: str) -> str:
+        roots = self._search_roots(os.path.dirname(os.path.abspath(path)))
+        return next((r for r in reversed(roots) if os.path.basename(r) != "src"), roots[-1])
+
     def trains_on_xla(self, path: str) -> bool:
         """Whether the project of ``path`` has a Python file that passes the pre-filter (imports
         torch_xla, ``Trainer(accelerator="tpu")``): then a LightningModule or a Trainer subclass of it
         that never names torch_xla runs on XLA too. At most ``_SCAN_LIMIT`` files are read."""
-        roots = self._search_roots(os.path.dirname(os.path.abspath(path)))
-        root = next((r for r in reversed(roots) if os.path.basename(r) != "src"), roots[-1])
-        when, known = self._on_xla.get(root, (0.0, False))
-        now = time.monotonic()
-        if root not in self._on_xla or now - when > _RECHECK_SECONDS:
-            known = _mentions_xla(root)
-            self._on_xla[root] = (now, known)
-        return known
+        return bool(self._xla_files_of(path))
 
     def _search_roots(self, directory: str) -> List[str]:
         roots = self._roots.get(directory)
@@ -160,8 +234,16 @@ def may_hold_framework_hooks(text: str) -> bool:
         _FRAMEWORK_HOOKS_TEXT.search(text) is not None
 
 
-def _mentions_xla(root: str) -> bool:
-    seen = 0
+# the modules an import statement names: ``import a.b as c``, ``from .a.b import c, d``
+_IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?([\w ,\t]+)|import[ \t]+([\w., \t]+))")
+
+
+_FROM_IMPORT = re.compile(r"(?m)^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w ,\t]+)")
+
+
+def _xla_files(root: str) -> List[Tuple[str, frozenset]]:
+    """The files under ``root`` that pass the pre-filter, each with every name its imports mention."""
+    out, seen = [], 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")]
         for name in files:
@@ -169,15 +251,21 @@ def _mentions_xla(root: str) -> bool:
                 continue
             seen += 1
             if seen > _SCAN_LIMIT:
-                return False
+                return out
+            path = os.path.join(folder, name)
             try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    head = f.read(DEFAULT_MAX_FILE_SIZE)
+                with open(path, "rb") as f:
+                    text = f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
             except OSError:
                 continue
-            if might_match(head.decode("utf-8", "replace")):
-                return True
-    return False
+            if might_match(text):
+                names = set()
+                for match in _IMPORT_LINE.finditer(text):
+                    for group in match.groups():
+                        if group:
+                            names.update(w for w in re.split(r"[.,\s]+", group) if w and w != "as")
+                out.append((path, frozenset(names)))
+    return out
 
 
 def _stamp(path: str) -> tuple:

@@ -98,13 +98,15 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
 # run_file judges the pre-filter (and assume-torch-xla) once, on the file as read: what follows
 # lints it whatever it mentions, also after a fix removed its last torch_xla import.
 
-def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_only: bool = False
+def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_only: bool = False,
+                     entry_functions: Optional[frozenset] = None
                      ) -> Tuple[Entry, Dict[str, str], Dict[Diagnostic, str]]:
     """The diagnostics with their fix safety, and the project files whose summaries they used.
-    ``hooks_only``: the file is XLA code only through its framework hooks (see _run_file)."""
+    ``hooks_only``: the file is XLA code only through its framework hooks; ``entry_functions``: only
+    through these functions, which the project's XLA code calls (see _run_file)."""
     project = project_index() if path != "-" else None
     if project is not None:
-        project.begin(hooks_only)
+        project.begin(hooks_only, entry_functions)
     pairs, site = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
                                sync_functions=job.settings.sync_functions, project=project)
     raw = [(d, None if f is None else f.safe,
@@ -169,16 +171,27 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
-    hooks_only = False
+    hooks_only, entry_functions = False, None
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
-        if name == "-" or not may_hold_framework_hooks(text) or not project_index().trains_on_xla(name):
+        if name == "-":
             return result
-        assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
+        if may_hold_framework_hooks(text) and project_index().trains_on_xla(name):
+            assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
+        elif project_index().gives_xla_modules(name, text):
+            assume_xla = True  # xm, pl = import_xla(): a helper of the project hands it torch_xla's modules
+        else:
+            # an engine.py whose train_one_epoch(model, loader, optimizer, device) the XLA script calls
+            entry_functions = project_index().entry_points(name) or None
+            if entry_functions is None:
+                return result
+            assume_xla = True
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
         options = {"sync_functions": sorted(job.settings.sync_functions)}
         if hooks_only:  # not the result of `assume-torch-xla`, which lints the whole file
             options["hooks_only"] = True
+        if entry_functions:
+            options["entry_functions"] = sorted(entry_functions)
         if job.settings.migrate_to:
             options["migrate_to"] = job.settings.migrate_to
         key = content_key(text, str(target_for(job, name).version), assume_xla, options)
@@ -197,7 +210,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         return result
     if job.fix and not file_is_exempt(split_lines(text)):
         text, tree = _fix_file(job, path, name, display, source, tree, result)
-    raw, deps, no_fix = _raw_diagnostics(job, name, text, tree, hooks_only)
+    raw, deps, no_fix = _raw_diagnostics(job, name, text, tree, hooks_only, entry_functions)
     if job.fix:
         result.no_fix = no_fix
     if key is not None:

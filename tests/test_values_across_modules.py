@@ -1,0 +1,220 @@
+"""Issue 33: a value is known wherever the program put it. The device, the model and the loader
+reach the training code through parameters of functions in other modules, constructor arguments
+kept in ``self`` attributes, assignments on a backend flag, and helpers that return torch_xla's
+modules with a ``None`` fallback. Each test is a shape seen in real code nobody on the team wrote,
+in our own words, with exact diagnostics (or exact silence)."""
+import json
+import os
+import textwrap
+from typing import List, Tuple
+
+from flake8_xla.engine import lint_source
+from flake8_xla.rules.xla303_host_sync_in_step import INSTEAD
+from flake8_xla.rules.xla307_host_copy_in_eval_loop import INSTEAD as ACCUMULATE
+
+from cli_helpers import run
+from test_project import CUT, COPY, check, write_tree
+
+STEP = "forces a device-to-host transfer on every training step"
+
+ENGINE = """\
+    import torch
+
+
+    def train_one_epoch(model, loader, optimizer, device):
+        model.train()
+        total = 0.0
+        for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        return total
+
+
+    def validate(model, loader, device):
+        preds = []
+        with torch.no_grad():
+            for images, _ in loader:
+                output = model(images.to(device))
+                preds.append(output.detach().cpu().numpy())
+        return preds
+
+
+    def train_on_gpu(model, loader, optimizer):
+        for images, labels in loader:
+            loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+"""
+
+MAIN = """\
+    import torch
+    import torch_xla
+    import torch_xla.distributed.xla_multiprocessing as xmp
+
+    from engine import train_one_epoch, validate
+
+
+    def _mp_fn(index, flags):
+        device = torch_xla.device()
+        model = flags["model"].to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            train_one_epoch(model, flags["loader"], optimizer, device)
+            validate(model, flags["loader"], device)
+"""
+
+
+def test_parameters_take_what_the_xla_callers_in_another_module_pass(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"engine.py": ENGINE, "main.py": MAIN})
+    assert check(capsys, tmp_path, "--select", "XLA3") == [
+        ("engine.py", 13, 18, "XLA303", f"loss.item() {STEP}: {CUT}{INSTEAD}"),
+        ("engine.py", 22, 26, "XLA307", "output.detach().cpu() copies a tensor to the host on every batch of an "
+                                        f"evaluation loop: {COPY}{ACCUMULATE}"),
+    ]
+
+
+def test_a_module_only_cuda_code_calls_is_not_linted(tmp_path, capsys) -> None:
+    cuda_main = MAIN.replace("import torch_xla\n", "").replace(
+        "    import torch_xla.distributed.xla_multiprocessing as xmp\n", "").replace("torch_xla.device()", "'cuda'")
+    write_tree(tmp_path, {"engine.py": ENGINE, "main.py": cuda_main})
+    assert check(capsys, tmp_path) == []
+
+
+def test_a_helper_the_xla_code_calls_with_nothing_on_the_device_is_not_linted(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"engine.py": ENGINE, "main.py": MAIN.replace(
+        "train_one_epoch(model, flags[\"loader\"], optimizer, device)", "train_one_epoch(None, [], None, 'cpu')"
+    ).replace("validate(model, flags[\"loader\"], device)", "pass")})
+    assert check(capsys, tmp_path, "--select", "XLA3") == []
+
+
+TRAINER = """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, loader, device):
+            self.device = device
+            self.model = model
+            self.loader = loader
+            self.optimizer = torch.optim.Adam(self.model.parameters())
+
+        def train_epoch(self):
+            running = 0.0
+            for x, y in self.loader:
+                x, y = x.to(self.device), y.to(self.device)
+                self.optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+                running += loss.item()
+            return running
+"""
+
+
+def test_a_constructor_argument_kept_in_self_is_known_in_the_other_methods(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"trainer.py": TRAINER, "run.py": """\
+        import torch_xla
+        from trainer import Trainer
+
+
+        def run(model, loader):
+            device = torch_xla.device()
+            trainer = Trainer(model.to(device), loader, device)
+            for epoch in range(2):
+                trainer.train_epoch()
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA3") == [
+        ("trainer.py", 19, 24, "XLA303", f"loss.item() {STEP}: {CUT}{INSTEAD}"),
+    ]
+
+
+def test_the_device_of_the_xla_branch_of_a_backend_flag(tmp_path, capsys) -> None:
+    # the test names no backend word the branch analysis knows: every assignment that reaches the use
+    # counts, and on a TPU the XLA one runs
+    write_tree(tmp_path, {"train.py": """\
+        import torch
+        import torch_xla.core.xla_model as xm
+
+
+        def train(args, model, loader, optimizer):
+            if args.tpu_cores > 0:
+                device = xm.xla_device()
+            elif args.gpus:
+                device = torch.device("cuda")
+            else:
+                device = torch.device("cpu")
+            model.to(device)
+            for batch, target in loader:
+                batch = batch.to(device)
+                loss = torch.nn.functional.cross_entropy(model(batch), target.to(device))
+                loss.backward()
+                optimizer.step()
+                xm.mark_step()
+                print(batch.sum().item())
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA303") == [
+        ("train.py", 19, 15, "XLA303", f"batch.sum().item() {STEP}: {CUT}{INSTEAD}"),
+    ]
+
+
+UTIL = """\
+    def safe_import_xla():
+        try:
+            import torch_xla.core.xla_model as xm
+            import torch_xla.distributed.parallel_loader as pl
+            return xm, pl, True
+        except ImportError:
+            return None, None, False
+"""
+
+RUN = """\
+    from util import safe_import_xla
+
+    tpu_available = True
+    if tpu_available:
+        xm, pl, ok = safe_import_xla()
+
+
+    def world():
+        return xm.xrt_world_size()
+"""
+
+
+def test_modules_from_a_helper_with_a_none_fallback(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"util.py": UTIL, "run.py": RUN})
+    assert check(capsys, tmp_path, "--select", "XLA101") == [
+        ("run.py", 9, 12, "XLA101", "xm.xrt_world_size() was removed in torch_xla 2.7; use "
+                                    "torch_xla.runtime.world_size() (2.1+)"),
+    ]
+
+
+def test_a_changed_caller_invalidates_the_cached_result_of_the_callee(tmp_path, capsys) -> None:
+    # engine.py names torch_xla itself, so its cache key does not change with its callers: only the
+    # callers' digests kept with the result can tell it is stale
+    write_tree(tmp_path, {"engine.py": "import torch_xla  # noqa: F401\n" + textwrap.dedent(ENGINE), "main.py": MAIN})
+    assert _check_cached(capsys, tmp_path) == [("engine.py", 14, 18, "XLA303"), ("engine.py", 23, 26, "XLA307")]
+    (tmp_path / "main.py").write_text((tmp_path / "main.py").read_text().replace("torch_xla.device()", "'cpu'"))
+    # the loss of a training loop in a file that names torch_xla stays a device tensor; the model's
+    # output, known only from the caller, is no longer one
+    assert _check_cached(capsys, tmp_path) == [("engine.py", 14, 18, "XLA303")]
+
+
+def _check_cached(capsys, root) -> List[Tuple[str, int, int, str]]:
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        code, out, err = run(capsys, "check", "--isolated", "--format", "json", "--select", "XLA3", ".")
+    finally:
+        os.chdir(old)
+    assert code in (0, 1), err
+    return [(f["filename"].removeprefix("./"), f["line"], f["column"], f["code"]) for f in json.loads(out)]
+
+
+def test_the_cuda_copy_of_a_training_loop_beside_the_xla_one() -> None:
+    source = "import torch_xla\n" + textwrap.dedent(ENGINE)
+    assert [(d.line, d.code) for d in lint_source(source) if d.code.startswith("XLA3")] == [(14, "XLA303")]
