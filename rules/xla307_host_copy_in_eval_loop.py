@@ -31,7 +31,13 @@ class HostCopyInEvalLoop(Rule):
         "`to_np()` or `to_cpu()` (fastai's), or a function of another module of the project that copies what it "
         "is given (`flake8-xla check` reads the project's modules; the flake8 plugin lints one file at a time and "
         "sees only the first kinds). Loops that generate or sample (`while`, `range()`) are left alone: their "
-        "copies often feed the next step on the host. Reads of a value (`.item()`, `float(loss)`) are XLA303."
+        "copies often feed the next step on the host. Reads of a value (`.item()`, `float(loss)`) are XLA303. "
+        "A value passed across the project counts too (`flake8-xla check`): a parameter holds what the calls from"
+        " code that runs on XLA pass for it, in this module or another, through a constructor into `self` "
+        "attributes as well (`Trainer(model, loader, device)`); one such call is enough, since on a TPU that is "
+        "the call that runs, and a module that never names torch_xla is linted for the functions such code calls "
+        "(and what they call). A function that moves tensors to CUDA and shows nothing of XLA is CUDA code, and a"
+        " loop that leaves on its first batch is no step."
     )
     why_bad = (
         "Each copy cuts the lazy graph, runs what was traced so far, and makes the host wait for the device before "

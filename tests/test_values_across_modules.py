@@ -218,3 +218,27 @@ def _check_cached(capsys, root) -> List[Tuple[str, int, int, str]]:
 def test_the_cuda_copy_of_a_training_loop_beside_the_xla_one() -> None:
     source = "import torch_xla\n" + textwrap.dedent(ENGINE)
     assert [(d.line, d.code) for d in lint_source(source) if d.code.startswith("XLA3")] == [(14, "XLA303")]
+
+
+def test_a_loop_that_leaves_after_its_first_batch_is_no_step() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        import torch_xla
+
+
+        def probe(model, loader, optimizer):
+            device = torch_xla.device()
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+                loss.backward()
+                optimizer.step()
+                print("first loss", loss.item())
+                break
+            for x, y in loader:
+                out = model(x.to(device))
+                if out.sum() > 0:
+                    break
+                print(out.cpu())
+    """)
+    # the second loop leaves only on a condition: it may run for many batches, its copy is per batch
+    assert [(d.line, d.code) for d in lint_source(source) if d.code in ("XLA303", "XLA307")] == [(17, "XLA307")]

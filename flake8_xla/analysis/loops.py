@@ -72,6 +72,12 @@ def _is_throttle(node: ast.AST, periodic: FrozenSet[str] = frozenset()) -> bool:
         type(n) is ast.Name and n.id in periodic for n in walk([node.test]))
 
 
+def _leaves_at_once(loop: ast.AST) -> bool:
+    """A loop whose body always leaves on its first pass (a ``break``, ``return`` or ``raise`` at its
+    top level): a probe of the first batch, not a step."""
+    return any(type(stmt) in (ast.Break, ast.Return, ast.Raise) for stmt in loop.body)
+
+
 def _over_constants(loop: ast.AST) -> bool:
     """``for flag in (True, False):``: a loop over a few settings, not over steps."""
     items = getattr(loop, "iter", None)
@@ -306,7 +312,7 @@ class StepRegions:
         targets = self.local.targets
         out = []
         for node in self.ctx.get(NodeIndex).of(*LOOPS):
-            if _over_constants(node):
+            if _over_constants(node) or _leaves_at_once(node):
                 continue
             own = list(_own_nodes(node.body))
             if any(_marks_a_step(n, qualnames) for n in own) or stepping and any(
@@ -341,7 +347,7 @@ class StepRegions:
             claim(StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
         tensors = ctx.get(TensorFacts)
         for node in ctx.get(NodeIndex).of(*LOOPS) if not self.hooks_only else ():
-            if id(node) in regions:
+            if id(node) in regions or _leaves_at_once(node):
                 continue
             own = list(_own_nodes(node.body))
             if tensors.may_have_modules and (self._runs_model(own) or self._calls_model_runner(own)):
