@@ -42,8 +42,8 @@ class ProjectIndex(Project):
         self._roots: Dict[str, List[str]] = {}
         self._tops: Dict[Tuple[str, str], Tuple[float, bool]] = {}  # (directory, name) -> (when, a project module)
         self._consulted: Set[str] = set()
-        # project root -> (when, [(file that names torch_xla, the names its imports mention)])
-        self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset]]]] = {}
+        # project root -> (when, [(file that names torch_xla, the names its imports mention, the names they bind)])
+        self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset, frozenset]]]] = {}
         self._incoming: Dict[str, Tuple[Dict[str, List[CallSite]], Set[str]]] = {}  # path -> (sites, callers)
 
     def begin(self, hooks_only: bool = False, entry_functions: Optional[frozenset] = None) -> None:
@@ -118,7 +118,7 @@ class ProjectIndex(Project):
             if found is None:
                 continue
             if xla_files is None:
-                xla_files = {p for p, _ in self._xla_files_of(path)}
+                xla_files = {entry[0] for entry in self._xla_files_of(path)}
             if found not in xla_files:
                 continue
             summary = self._summary(found)
@@ -137,8 +137,10 @@ class ProjectIndex(Project):
             stem = os.path.basename(os.path.dirname(path))
         sites: Dict[str, List[CallSite]] = {}
         callers: Set[str] = set()
-        for caller, names in self._xla_files_of(path):
-            if caller == path or stem not in names:
+        defined = _defined_names(path)
+        for caller, names, bound in self._xla_files_of(path):
+            # it imports the module, or one of the module's functions or classes, by name
+            if caller == path or stem not in names or stem not in bound and not bound & defined:
                 continue
             summary = self._summary(caller)
             for call in summary.calls if summary is not None else ():
@@ -157,7 +159,7 @@ class ProjectIndex(Project):
                 return ".".join(parts[cut:])
         return None
 
-    def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset]]:
+    def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset, frozenset]]:
         root = self._root(path)
         when, known = self._xla_files.get(root, (0.0, None))
         now = time.monotonic()
@@ -235,13 +237,26 @@ def may_hold_framework_hooks(text: str) -> bool:
 
 
 # the modules an import statement names: ``import a.b as c``, ``from .a.b import c, d``
-_IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+\(?([\w ,\t]+)|import[ \t]+([\w., \t]+))")
+_IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([\w ,\t]+))"
+                          r"|import[ \t]+([\w., \t]+))")
 
 
 _FROM_IMPORT = re.compile(r"(?m)^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w ,\t]+)")
 
 
-def _xla_files(root: str) -> List[Tuple[str, frozenset]]:
+_TOP_DEF = re.compile(r"(?m)^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+
+
+def _defined_names(path: str) -> frozenset:
+    """The names of a module's top-level functions and classes (what another module imports to call)."""
+    try:
+        with open(path, "rb") as f:
+            return frozenset(_TOP_DEF.findall(f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")))
+    except OSError:
+        return frozenset()
+
+
+def _xla_files(root: str) -> List[Tuple[str, frozenset, frozenset]]:
     """The files under ``root`` that pass the pre-filter, each with every name its imports mention."""
     out, seen = [], 0
     for folder, dirs, files in os.walk(root):
@@ -259,12 +274,15 @@ def _xla_files(root: str) -> List[Tuple[str, frozenset]]:
             except OSError:
                 continue
             if might_match(text):
-                names = set()
+                names, whole = set(), set()
                 for match in _IMPORT_LINE.finditer(text):
-                    for group in match.groups():
+                    for index, group in enumerate(match.groups()):
                         if group:
-                            names.update(w for w in re.split(r"[.,\s]+", group) if w and w != "as")
-                out.append((path, frozenset(names)))
+                            words = {w for w in re.split(r"[.,\s]+", group) if w and w != "as" and w[0] != "#"}
+                            names.update(words)
+                            if index:  # what is bound: a module, or a name from a module
+                                whole.update(words)
+                out.append((path, frozenset(names), frozenset(whole)))
     return out
 
 
