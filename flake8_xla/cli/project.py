@@ -138,9 +138,11 @@ class ProjectIndex(Project):
         sites: Dict[str, List[CallSite]] = {}
         callers: Set[str] = set()
         defined = _defined_names(path)
-        for caller, names, bound in self._xla_files_of(path):
-            # it imports the module, or one of the module's functions or classes, by name
-            if caller == path or stem not in names or stem not in bound and not bound & defined:
+        calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
+        for caller, names, bound in self._xla_files_of(path) if calling is not None else ():
+            # it imports the module, or one of the module's functions or classes, by name, and calls one
+            if caller == path or stem not in names or stem not in bound and not bound & defined or \
+                    not _text_matches(caller, calling):
                 continue
             summary = self._summary(caller)
             for call in summary.calls if summary is not None else ():
@@ -247,6 +249,14 @@ _FROM_IMPORT = re.compile(r"(?m)^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+
 _TOP_DEF = re.compile(r"(?m)^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
 
 
+def _text_matches(path: str, pattern: "re.Pattern[str]") -> bool:
+    try:
+        with open(path, "rb") as f:
+            return pattern.search(f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")) is not None
+    except OSError:
+        return False
+
+
 def _defined_names(path: str) -> frozenset:
     """The names of a module's top-level functions and classes (what another module imports to call)."""
     try:
@@ -278,10 +288,12 @@ def _xla_files(root: str) -> List[Tuple[str, frozenset, frozenset]]:
                 for match in _IMPORT_LINE.finditer(text):
                     for index, group in enumerate(match.groups()):
                         if group:
-                            words = {w for w in re.split(r"[.,\s]+", group) if w and w != "as" and w[0] != "#"}
+                            words = [w for w in re.split(r"[.,\s]+", group) if w and w != "as" and w[0] != "#"]
                             names.update(words)
-                            if index:  # what is bound: a module, or a name from a module
+                            if index in (1, 2):  # a name imported from a module (a function, or a module)
                                 whole.update(words)
+                            elif index == 3:  # import a.b.c as d: the module a.b.c, whatever the name bound
+                                whole.update(path.split()[0].rsplit(".", 1)[-1] for path in group.split(","))
                 out.append((path, frozenset(names), frozenset(whole)))
     return out
 
