@@ -60,7 +60,6 @@ class ModuleSummary(NamedTuple):
     functions: Dict[str, FunctionSummary]
     # names the module imports at its top level: name -> (level, module, attribute) (re-exports)
     imports: Dict[str, Tuple[int, str, str]]
-    calls: Tuple[OutgoingCall, ...] = ()
 
 
 class Project:

@@ -3,7 +3,7 @@ same facts the rules use."""
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .calls import ProjectCalls
@@ -61,19 +61,20 @@ def summarize(ctx) -> ModuleSummary:
             for alias in stmt.names:
                 if alias.name != "*":
                     imports[alias.asname or alias.name] = (stmt.level, stmt.module or "", alias.name)
-    return ModuleSummary(ctx.filename, out, imports, _outgoing_calls(ctx))
+    return ModuleSummary(ctx.filename, out, imports)
 
 
-def _outgoing_calls(ctx) -> Tuple[OutgoingCall, ...]:
-    """The calls to functions the module imports from elsewhere (perhaps the project's), with the
-    arguments that hold the XLA device, a device loader, a device tensor or a module."""
+def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[OutgoingCall, ...]:
+    """The calls to functions the module imports from the project (``of_project(level, dotted)``
+    says which names are the project's), with the arguments that hold the XLA device, a device
+    loader, a device tensor or a module."""
     naming, tensors, off_xla = ctx.get(ProjectCalls).callee_name, ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
     out = []
     for call in ctx.get(NodeIndex).of(ast.Call):
         if not call.args and not call.keywords or id(call) in off_xla:
             continue
         named = naming(call.func)
-        if named is None or (named[0] == 0 and not_project(named[1])):
+        if named is None or (named[0] == 0 and not_project(named[1])) or not of_project(*named):
             continue
         arguments = []
         for position, arg in enumerate(call.args):
@@ -196,4 +197,4 @@ def _derived(node: Optional[ast.AST], origin: Dict[str, int]) -> Optional[int]:
     return None
 
 
-__all__ = ["summarize"]
+__all__ = ["outgoing_calls", "summarize"]

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis.project import CallSite, ModuleSummary, Project
+from ..analysis.project import CallSite, ModuleSummary, OutgoingCall, Project
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -45,6 +45,8 @@ class ProjectIndex(Project):
         # project root -> (when, [(file that names torch_xla, the names its imports mention, the names they bind)])
         self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset, frozenset]]]] = {}
         self._incoming: Dict[str, Tuple[Dict[str, List[CallSite]], Set[str]]] = {}  # path -> (sites, callers)
+        # path -> (stamp, digest, calls)
+        self._calls: Dict[str, Tuple[tuple, str, Optional[Tuple[OutgoingCall, ...]]]] = {}
 
     def begin(self, hooks_only: bool = False, entry_functions: Optional[frozenset] = None) -> None:
         self._consulted = set()
@@ -53,7 +55,12 @@ class ProjectIndex(Project):
 
     def consulted(self) -> Dict[str, str]:
         """Path -> content digest of the files read since :meth:`begin`."""
-        return {path: self._summaries[path][1] for path in sorted(self._consulted) if path in self._summaries}
+        out = {}
+        for path in sorted(self._consulted):
+            known = self._summaries.get(path) or self._calls.get(path)
+            if known is not None:
+                out[path] = known[1]
+        return out
 
     def module(self, importer: str, name: str, level: int = 0) -> Optional[ModuleSummary]:
         path = self.find(os.path.abspath(importer), name, level)
@@ -144,8 +151,7 @@ class ProjectIndex(Project):
             if caller == path or stem not in names or stem not in bound and not bound & defined or \
                     not _text_matches(caller, calling):
                 continue
-            summary = self._summary(caller)
-            for call in summary.calls if summary is not None else ():
+            for call in self._outgoing(caller):
                 function = self._resolves_to(caller, call.level, call.name, path)
                 if function is not None:
                     sites.setdefault(function, []).append(CallSite(caller, call.line, call.arguments))
@@ -178,6 +184,23 @@ class ProjectIndex(Project):
             known = self._summaries[path] = (stamp, file_digest(path), self._summarize(path))
         return known[2]
 
+    def _outgoing(self, path: str) -> Tuple[OutgoingCall, ...]:
+        """The calls of ``path`` into the project's modules, with what they pass that is on XLA."""
+        self._consulted.add(path)
+        stamp = _stamp(path)
+        known = self._calls.get(path)
+        if known is None or known[0] != stamp:
+            known = self._calls[path] = (stamp, file_digest(path), self._analyse(path, self._outgoing_calls))
+        return known[2] or ()
+
+    def _outgoing_calls(self, ctx) -> Tuple[OutgoingCall, ...]:
+        from ..analysis.summaries import outgoing_calls
+
+        importer = ctx.filename
+        return outgoing_calls(ctx, lambda level, name: any(
+            self.find(importer, ".".join(name.split(".")[:cut]), level) is not None
+            for cut in range(name.count("."), 0 if level == 0 else -1, -1)))
+
     def _root(self, path: str) -> str:
         roots = self._search_roots(os.path.dirname(os.path.abspath(path)))
         return next((r for r in reversed(roots) if os.path.basename(r) != "src"), roots[-1])
@@ -207,19 +230,23 @@ class ProjectIndex(Project):
         return roots
 
     def _summarize(self, path: str) -> Optional[ModuleSummary]:
+        # the analysis loads when a summary is first needed: a run over files that cannot concern
+        # torch_xla imports no rule machinery (tests/test_startup.py)
+        from ..analysis.summaries import summarize
+
+        return self._analyse(path, summarize)
+
+    def _analyse(self, path: str, what):
+        """``what(ctx)`` of the file alone (no project: one module's facts never wait on another's)."""
         try:
             text = decode_source(read_file_bytes(path, self.max_file_size), False).text
             tree = ast.parse(text, path)
         except (OSError, ValueError, SyntaxError, *TOO_DEEP):
             return None  # unreadable or broken: its callers are linted as if it were not there
-        # the analysis loads when a summary is first needed: a run over files that cannot concern
-        # torch_xla imports no rule machinery (tests/test_startup.py)
-        from ..analysis.summaries import summarize
-
         table = api_table()
         ctx = FileContext(split_lines(text), tree, path, Target(table.latest, "project summary"), table)
         try:
-            return summarize(ctx)
+            return what(ctx)
         except TOO_DEEP:
             return None
 
