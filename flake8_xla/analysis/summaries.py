@@ -6,7 +6,6 @@ import ast
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
-from .calls import ProjectCalls
 from .backends import BranchesOffXla
 from .project import FunctionSummary, HostRead, ModuleSummary, OutgoingCall, not_project
 from .syntax import NodeIndex, is_fallback_return, walk
@@ -68,13 +67,33 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
     """The calls to functions the module imports from the project (``of_project(level, dotted)``
     says which names are the project's), with the arguments that hold the XLA device, a device
     loader, a device tensor or a module."""
-    naming, tensors, off_xla = ctx.get(ProjectCalls).callee_name, ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
+    index, chosen = ctx.get(NodeIndex), []
+    imported: Dict[str, Tuple[int, str]] = {}  # bound name -> (level, dotted name); no scopes: a first cut
+    for node in index.of(ast.Import, ast.ImportFrom):
+        for alias in node.names:
+            if type(node) is ast.Import:
+                bound = alias.asname or alias.name.split(".")[0]
+                imported.setdefault(bound, (0, alias.name if alias.asname else bound))
+            elif alias.name != "*":
+                imported.setdefault(alias.asname or alias.name,
+                                    (node.level, ".".join(x for x in (node.module, alias.name) if x)))
+    if not imported:
+        return ()
+    for call in index.of(ast.Call):
+        if call.args or call.keywords:
+            name = dotted(call.func)
+            head, _, rest = (name or "").partition(".")
+            named = imported.get(head)
+            if named is not None and rest:
+                named = (named[0], f"{named[1]}.{rest}")
+            if named is not None and not (named[0] == 0 and not_project(named[1])) and of_project(*named):
+                chosen.append((call, named))
+    if not chosen:
+        return ()  # most callers: the value analysis is never built
+    tensors, off_xla = ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
     out = []
-    for call in ctx.get(NodeIndex).of(ast.Call):
-        if not call.args and not call.keywords or id(call) in off_xla:
-            continue
-        named = naming(call.func)
-        if named is None or (named[0] == 0 and not_project(named[1])) or not of_project(*named):
+    for call, named in chosen:
+        if id(call) in off_xla:
             continue
         arguments = []
         for position, arg in enumerate(call.args):
