@@ -171,27 +171,21 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
-    hooks_only, entry_functions = False, None
+    hooks_only, through_project, entry_functions = False, False, None
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-":
             return result
         if may_hold_framework_hooks(text) and project_index().trains_on_xla(name):
             assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
-        elif project_index().gives_xla_modules(name, text):
-            assume_xla = True  # xm, pl = import_xla(): a helper of the project hands it torch_xla's modules
         else:
-            # an engine.py whose train_one_epoch(model, loader, optimizer, device) the XLA script calls
-            entry_functions = project_index().entry_points(name) or None
-            if entry_functions is None:
-                return result
-            assume_xla = True
+            through_project = True  # XLA code only through what other modules of the project hand it
     key = None
     if job.cache is not None and not job.fix and not job.add_noqa and path != "-":
         options = {"sync_functions": sorted(job.settings.sync_functions)}
         if hooks_only:  # not the result of `assume-torch-xla`, which lints the whole file
             options["hooks_only"] = True
-        if entry_functions:
-            options["entry_functions"] = sorted(entry_functions)
+        if through_project:  # kept with the project files the decision read: they invalidate it
+            options["through_project"] = True
         if job.settings.migrate_to:
             options["migrate_to"] = job.settings.migrate_to
         key = content_key(text, str(target_for(job, name).version), assume_xla, options)
@@ -200,6 +194,21 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
             _keep_source_lines(job, result, text)
             return result
+    scanned: Dict[str, str] = {}
+    if through_project:
+        project = project_index()
+        project.begin()
+        if project.gives_xla_modules(name, text):
+            assume_xla = True  # xm, pl = import_xla(): a helper of the project hands it torch_xla's modules
+        else:
+            # an engine.py whose train_one_epoch(model, loader, optimizer, device) the XLA script calls
+            entry_functions = project.entry_points(name) or None
+        scanned = project.consulted()
+        if not assume_xla and entry_functions is None:
+            if key is not None and scanned:  # else nothing read, nothing to save a next run
+                result.cache_update = (path, key, [], scanned)
+            return result
+        assume_xla = True
     try:
         tree = ast.parse(text, display)
     except (SyntaxError, ValueError) as exc:
@@ -214,7 +223,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     if job.fix:
         result.no_fix = no_fix
     if key is not None:
-        result.cache_update = (path, key, raw, deps)
+        result.cache_update = (path, key, raw, {**scanned, **deps})
     result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
     if job.add_noqa and result.findings:
         text = _add_noqa(job, path, name, display, source, text, raw, result)
