@@ -242,3 +242,12 @@ def test_a_loop_that_leaves_after_its_first_batch_is_no_step() -> None:
     """)
     # the second loop leaves only on a condition: it may run for many batches, its copy is per batch
     assert [(d.line, d.code) for d in lint_source(source) if d.code in ("XLA303", "XLA307")] == [(17, "XLA307")]
+
+
+def test_the_cached_result_of_a_module_linted_for_its_callers_follows_them(tmp_path, capsys) -> None:
+    # engine.py never names torch_xla: whether it is linted at all depends on main.py
+    write_tree(tmp_path, {"engine.py": ENGINE, "main.py": MAIN})
+    assert _check_cached(capsys, tmp_path) == [("engine.py", 13, 18, "XLA303"), ("engine.py", 22, 26, "XLA307")]
+    assert _check_cached(capsys, tmp_path) == [("engine.py", 13, 18, "XLA303"), ("engine.py", 22, 26, "XLA307")]
+    (tmp_path / "main.py").write_text((tmp_path / "main.py").read_text().replace("torch_xla.device()", "'cpu'"))
+    assert _check_cached(capsys, tmp_path) == []

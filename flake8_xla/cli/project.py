@@ -27,6 +27,9 @@ from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, read_file_bytes
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # a language server lives long: what was not found (or a project's scan) is looked at again after this
 _RECHECK_SECONDS = 30.0
+# a module more files than this import and call is a library of the project (``utils``, torch_xla's own
+# xla_model): what one caller passes says little, and reading every caller costs more than a lint
+_MAX_CALLERS = 12
 _MAX_LEVELS = 8  # directories searched above the importer, at most
 
 
@@ -146,11 +149,13 @@ class ProjectIndex(Project):
         callers: Set[str] = set()
         defined = _defined_names(path)
         calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
-        for caller, names, bound in self._xla_files_of(path) if calling is not None else ():
-            # it imports the module, or one of the module's functions or classes, by name, and calls one
-            if caller == path or stem not in names or stem not in bound and not bound & defined or \
-                    not _text_matches(caller, calling):
-                continue
+        # it imports the module, or one of the module's functions or classes, by name, and calls one
+        candidates = [caller for caller, names, bound in self._xla_files_of(path) if calling is not None
+                      if caller != path and stem in names and (stem in bound or bound & defined) and
+                      _text_matches(caller, calling)]
+        if len(candidates) > _MAX_CALLERS:
+            candidates = []  # a library of the project that every file uses: its callers pass anything
+        for caller in candidates:
             for call in self._outgoing(caller):
                 function = self._resolves_to(caller, call.level, call.name, path)
                 if function is not None:
