@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .backends import BranchesOffXla
-from .project import FunctionSummary, HostRead, ModuleSummary, OutgoingCall, not_project
+from .project import DEVICE_LOADER, XLA_DEVICE, FunctionSummary, HostRead, ModuleSummary, OutgoingCall, not_project
 from .syntax import NodeIndex, is_fallback_return, walk
 from .tensors import DEVICE, TensorFacts
 
@@ -91,7 +91,7 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
     if not chosen:
         return ()  # most callers: the value analysis is never built
     tensors, off_xla = ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
-    out = []
+    out, speaking = [], {}
     for call, named in chosen:
         if id(call) in off_xla:
             continue
@@ -107,9 +107,24 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
                 fact = tensors.argument_fact(keyword.value)
                 if fact is not None:
                     arguments.append((keyword.arg, fact))
-        if arguments:
+        # a model or a tensor is taken for one on XLA only where the calling code shows XLA: the same
+        # call passes the XLA device or a device loader, or its function names torch_xla
+        strong = any(fact in (XLA_DEVICE, DEVICE_LOADER) for _, fact in arguments)
+        if arguments and (strong or _speaks_xla(index.scope_of(call), tensors, speaking)):
             out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments)))
     return tuple(out)
+
+
+def _speaks_xla(scope: ast.AST, tensors: TensorFacts, known: Dict[int, bool]) -> bool:
+    """Whether a function (or the module's top level) names torch_xla or moves something to the XLA device."""
+    if id(scope) not in known:
+        nodes = walk(scope.body, _SCOPES) if type(scope) is not ast.Module else \
+            walk([s for s in scope.body if type(s) not in _SCOPES], _SCOPES)
+        known[id(scope)] = any(
+            type(n) in (ast.Name, ast.Attribute) and (tensors.qualname(n) or "").startswith(("torch_xla", "xla_compat"))
+            or type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "to" and bool(n.args) and
+            tensors.is_xla_device(n.args[0]) for n in nodes)
+    return known[id(scope)]
 
 
 def _syncs(call: ast.Call, qualname) -> bool:
