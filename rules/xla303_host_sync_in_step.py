@@ -167,7 +167,11 @@ class HostSyncInStep(Rule):
     @staticmethod
     def _read(ctx: FileContext, node: ast.AST) -> Optional[str]:
         """How the message names ``node`` when it reads a device tensor's value on the host, else None."""
-        kind = ctx.get(TensorFacts).kind
+        tensors = ctx.get(TensorFacts)
+
+        def kind(value: ast.AST) -> Optional[str]:
+            return HOST if tensors.read_before(value) else tensors.kind(value)  # read already: no new cut
+
         if type(node) is ast.JoinedStr:
             value = next((v.value for v in node.values if type(v) is ast.FormattedValue and kind(v.value) == DEVICE),
                          None)

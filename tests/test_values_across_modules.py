@@ -251,3 +251,24 @@ def test_the_cached_result_of_a_module_linted_for_its_callers_follows_them(tmp_p
     assert _check_cached(capsys, tmp_path) == [("engine.py", 13, 18, "XLA303"), ("engine.py", 22, 26, "XLA307")]
     (tmp_path / "main.py").write_text((tmp_path / "main.py").read_text().replace("torch_xla.device()", "'cpu'"))
     assert _check_cached(capsys, tmp_path) == []
+
+
+def test_a_value_read_again_in_the_same_step_is_one_transfer() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        import torch_xla
+
+
+        def train(model, loader, optimizer):
+            device = torch_xla.device()
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+                running = loss.item()
+                loss.backward()
+                optimizer.step()
+                print(f"loss {loss:.4f}")
+                loss = loss * 2
+                print(f"doubled {loss:.4f}")
+    """)
+    # line 12 formats the tensor line 9 already read; line 14 formats a new one
+    assert [(d.line, d.code) for d in lint_source(source) if d.code == "XLA303"] == [(9, "XLA303"), (14, "XLA303")]

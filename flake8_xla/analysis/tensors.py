@@ -237,6 +237,38 @@ class TensorFacts:
             return self._incoming(bound[0][2], bound[0][3])
         return []
 
+    def read_before(self, node: ast.expr) -> bool:
+        """Whether the value a name holds at ``node`` was already read to the host earlier in its
+        scope (``loss.item()`` ... ``f"{loss:.4f}"``) with no assignment between: the tensor holds its
+        data then, and reading it again cuts no graph."""
+        if type(node) is not ast.Name:
+            return False
+        bound = self._lookup(node, node.id)
+        if not bound:
+            return False
+        at = (node.lineno, node.col_offset)
+        scope = self.index.scope_of(node)
+        for earlier in self._value_reads.get(node.id, ()):
+            if (earlier.lineno, earlier.col_offset) < at and self.index.scope_of(earlier) is scope and \
+                    self._lookup(earlier, node.id) == bound:
+                return True
+        return False
+
+    @functools.cached_property
+    def _value_reads(self) -> Dict[str, List[ast.Name]]:
+        """Names whose value is read to the host: ``x.item()`` / ``x.tolist()``, ``float(x)`` / ``int(x)``."""
+        out: Dict[str, List[ast.Name]] = {}
+        for call in self.index.of(ast.Call):
+            func, subject = call.func, None
+            if type(func) is ast.Attribute and func.attr in ("item", "tolist") and not call.args:
+                subject = func.value
+            elif type(func) is ast.Name and func.id in ("float", "int") and len(call.args) == 1 and \
+                    not self._bound_anywhere(func.id):
+                subject = call.args[0]
+            if type(subject) is ast.Name:
+                out.setdefault(subject.id, []).append(subject)
+        return out
+
     def argument_fact(self, node: ast.expr) -> Optional[str]:
         """What a call passes, for the callee in another module: the XLA device, a device loader,
         a device tensor or a module; None for anything else."""
