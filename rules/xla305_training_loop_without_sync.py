@@ -48,7 +48,9 @@ class TrainingLoopWithoutSync(Rule):
         "iterable the analysis cannot see (a function parameter that the file's calls do not show to be a "
         "plain DataLoader) are fine: the device loader syncs after every batch. So is a `range()` loop in a file "
         "that uses a device loader, unless it visibly draws from a plain one, and a loop that never runs on XLA "
-        "(it uses apex, a CUDA-only library). An evaluation loop (it runs the model on the device, no training "
+        "(it uses apex, a CUDA-only library), and a `range()` loop that works on data its function was given "
+        "(the D-steps of a GAN's step function, which its caller runs once per batch). An evaluation loop "
+        "(it runs the model on the device, no training "
         "step) over a plain DataLoader of this file is flagged the same way when it neither syncs nor reads a "
         "value on every batch (a read runs the graph; XLA303/XLA307 report it)."
     )
@@ -142,6 +144,9 @@ class TrainingLoopWithoutSync(Rule):
                 continue
             if device_loaders and not draws and ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR:
                 continue  # a range() loop in a file with a device loader may get its batches from it
+            if not draws and ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR and \
+                    ctx.get(TensorFacts).fed_by_caller(loop):
+                continue  # the inner steps of a step function: its caller's loop brings the batches
             yield self.diagnostic(ctx, loop, (
                 "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
                 f"until something reads a value; end each step with {sync}, or iterate a "

@@ -272,3 +272,44 @@ def test_a_value_read_again_in_the_same_step_is_one_transfer() -> None:
     """)
     # line 12 formats the tensor line 9 already read; line 14 formats a new one
     assert [(d.line, d.code) for d in lint_source(source) if d.code == "XLA303"] == [(9, "XLA303"), (14, "XLA303")]
+
+
+def test_the_inner_loops_of_a_step_function_its_caller_runs_per_batch() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        import torch_xla.core.xla_model as xm
+
+
+        def make_step(G, D, config):
+            def step(x, y):
+                chunks = torch.split(x, config["batch_size"])
+                for index in range(config["num_D_steps"]):
+                    loss = D(chunks[index], y).mean()
+                    loss.backward()
+                    xm.optimizer_step(D.optim)
+                return loss
+            return step
+
+
+        def pretrain(model, optimizer):
+            for i in range(100):
+                loss = model(torch.randn(4, 8, device=xm.xla_device())).sum()
+                loss.backward()
+                optimizer.step()
+    """)
+    # step's loop works on the batch its caller gives it; pretrain's loop makes its own data and never syncs
+    assert [(d.line, d.code) for d in lint_source(source) if d.code == "XLA305"] == [(17, "XLA305")]
+
+
+def test_a_dump_of_the_first_batches_under_a_debug_switch() -> None:
+    source = textwrap.dedent("""\
+        import torch_xla.distributed.parallel_loader as pl
+
+
+        def show(args, loader, device):
+            if args.debug_mode:
+                for j, (x, y) in enumerate(pl.MpDeviceLoader(loader, device)):
+                    print(x.detach().cpu().numpy())
+                    print(y.sum().item())
+    """)
+    assert [d for d in lint_source(source) if d.code.startswith("XLA3")] == []

@@ -329,7 +329,7 @@ class StepRegions:
         regions: Dict[int, StepRegion] = {}
         calls: List[tuple] = []  # (call, region): the file's functions they run belong to the region too
 
-        never, asserts = self.never_on_xla, is_test_file(ctx.filename)
+        never, asserts = self.never_on_xla | self._debug_only, is_test_file(ctx.filename)
 
         def claim(region: StepRegion, nodes: List[ast.AST]) -> None:
             calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic, never, asserts)
@@ -505,6 +505,16 @@ class StepRegions:
                             all(id(c) in out for c in calls):
                         out.update(id(n) for fn in defs for n in walk(fn.body))
                         changed = True
+        return out
+
+    @functools.cached_property
+    def _debug_only(self) -> Set[int]:
+        """id() of the nodes under ``if debug:`` / ``if args.debug_mode:``: a switch that is off in a real
+        run, also around a whole loop (a dump of the first batches)."""
+        out: Set[int] = set()
+        for node in self.ctx.get(NodeIndex).of(ast.If):
+            if _is_debug_flag(node.test) and id(node) not in out:
+                out.update(id(n) for n in walk(node.body))
         return out
 
     @functools.cached_property

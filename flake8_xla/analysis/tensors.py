@@ -269,6 +269,27 @@ class TensorFacts:
                 out.setdefault(subject.id, []).append(subject)
         return out
 
+    def fed_by_caller(self, loop: ast.AST) -> bool:
+        """Whether a loop works on data its function (or a function around it) was given: a body that
+        reads a parameter which may be a tensor as data (``D(x[counter], y)`` in a GAN's D-step loop),
+        not only calls it (``model(...)``). The function is then a step its caller runs once per batch."""
+        scope = self.index.scope_of(loop)
+        defs = [s for s in [scope] + self.index.enclosing(scope) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+        names = {a.arg for fn in defs for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        names -= {"self", "cls"}
+        if not names:
+            return False
+        nodes = walk(loop.body)
+        called = set()  # model(...), D.optim.step(): parameters used as code, not as data
+        for node in nodes:
+            if type(node) is ast.Call:
+                root = node.func
+                while type(root) is ast.Attribute:
+                    root = root.value
+                called.add(id(root))
+        return any(type(node) is ast.Name and node.id in names and type(node.ctx) is ast.Load and
+                   id(node) not in called and self.kind(node) not in (HOST, MODULE) for node in nodes)
+
     def argument_fact(self, node: ast.expr) -> Optional[str]:
         """What a call passes, for the callee in another module: the XLA device, a device loader,
         a device tensor or a module; None for anything else."""
