@@ -10,7 +10,8 @@ from .analysis.hooks import EVALUATION, TRAINING
 from .analysis.calls import ProjectCalls
 from .analysis.project import FunctionSummary, HostRead
 from .analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
-from .analysis.loops import CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP, hook_of
+from .analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP,
+                             called_from, hook_of)
 
 WHERE = {
     TRAINING_LOOP: "on every training step",
@@ -40,6 +41,9 @@ def where(kind: str) -> str:
     """Where a step region runs, for a message: "on every training step", "in training_step, which
     Lightning runs on every training batch"."""
     hook = hook_of(kind)
+    caller = called_from(kind)
+    if caller is not None:
+        return f"on every step of its caller ({caller})"
     if hook is None:
         return WHERE[kind]
     batch = "training batch" if hook.phase == TRAINING else "batch"

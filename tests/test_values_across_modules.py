@@ -313,3 +313,57 @@ def test_a_dump_of_the_first_batches_under_a_debug_switch() -> None:
                     print(y.sum().item())
     """)
     assert [d for d in lint_source(source) if d.code.startswith("XLA3")] == []
+
+
+AUGMENT = """\
+    import torch
+
+
+    def mixup(x, y, device):
+        index = torch.randperm(x.size(0)).to(device)
+        if x.sum() > 0:
+            x = x * 2
+        return x[index], y[index]
+"""
+
+
+def test_a_helper_of_another_module_called_every_step_is_step_code(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"augment.py": AUGMENT, "train.py": """\
+        import torch
+        import torch_xla
+        import torch_xla.distributed.parallel_loader as pl
+
+        from augment import mixup
+
+
+        def train(model, loader, optimizer):
+            device = torch_xla.device()
+            for x, y in pl.MpDeviceLoader(loader, device):
+                x, y = mixup(x, y, device)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA3") == [
+        ("augment.py", 5, 13, "XLA308", "torch.randperm(x.size(0)) is drawn on the host and copied to the device on "
+                                        "every step of its caller (train.py:11) (a host-to-device transfer each time); "
+                                        "draw it there: torch.randperm(..., device=device) (the device's generator "
+                                        "gives other numbers; torch_xla.manual_seed seeds it)"),
+        ("augment.py", 6, 8, "XLA304", "`if x.sum() > 0` branches on a tensor's value on every step of its caller "
+                                       "(train.py:11): Python needs the value, so the pending graph is cut and run "
+                                       "there and the value copied to the host, and each outcome traces a different "
+                                       "graph; compute both sides and choose with torch.where(cond, a, b)"),
+    ]
+
+
+def test_a_helper_called_once_after_the_loop_is_not_step_code(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"augment.py": AUGMENT, "train.py": """\
+        import torch_xla
+
+        from augment import mixup
+
+
+        def finish(x, y):
+            return mixup(x, y, torch_xla.device())
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA3") == []

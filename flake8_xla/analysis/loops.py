@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from typing import Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set
 
@@ -23,6 +24,8 @@ from .semantic import SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
 from .backends import BranchesOffXla
+from .calls import ProjectCalls
+from .project import OTHER_DEVICE
 from .hooks import EVALUATION, TRAINING, FrameworkHooks
 
 # calls that mark a loop body as one training step
@@ -104,6 +107,20 @@ _OPENXLA = frozenset({"openxla", "openxla_eval"})
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # keyword arguments whose callable a library runs on every iteration (pytorch-ignite metrics and handlers)
 _PER_STEP_CALLBACKS = frozenset({"output_transform"})
+
+
+# a function of this file that the project's code in another module calls once per step (with the XLA
+# device, a device loader, a device tensor or a model); the kind is "called:<file>:<line>" of that call
+CALLED = "called"
+
+
+def called_kind(path: str, line: int) -> str:
+    return f"{CALLED}:{path}:{line}"
+
+
+def called_from(kind: str) -> Optional[str]:
+    """``file:line`` of the per-step call a region kind names, or None for the other kinds."""
+    return kind[len(CALLED) + 1:] if kind.startswith(CALLED + ":") else None
 
 
 def hook_kind(phase: str, framework: str, name: str) -> str:
@@ -366,6 +383,8 @@ class StepRegions:
                 if hook is not None:
                     phase = hook.phase or (TRAINING if id(fn) in stepping else EVALUATION)
                     claim(StepRegion(fn, hook_kind(phase, hook.framework, hook.name)), _inside(fn.body))
+        for fn, site in self._called_per_step:
+            claim(StepRegion(fn, called_kind(os.path.basename(site.path), site.line)), _inside(fn.body))
         for keyword in ctx.get(NodeIndex).of(ast.keyword):
             if keyword.arg in _PER_STEP_CALLBACKS:
                 value = keyword.value
@@ -505,6 +524,25 @@ class StepRegions:
                             all(id(c) in out for c in calls):
                         out.update(id(n) for fn in defs for n in walk(fn.body))
                         changed = True
+        return out
+
+    @functools.cached_property
+    def _called_per_step(self) -> List[tuple]:
+        """(def, its first per-step call site) for each function or method of this file that the project's
+        XLA code in another module calls inside a step region, passing something on XLA."""
+        if self.hooks_only or getattr(self.ctx.project, "call_sites", None) is None:
+            return []
+        calls, index, out = self.ctx.get(ProjectCalls), self.ctx.get(NodeIndex), []
+        for fn in self.local.defs():
+            owner = self.local.owner.get(id(fn))
+            if owner is None and type(index.scope_of(fn)) is not ast.Module or \
+                    owner is not None and type(index.scope_of(owner)) is not ast.Module:
+                continue  # nested: no other module calls it
+            key = fn.name if owner is None else f"{owner.name}.{fn.name}"
+            site = next((s for s in calls.incoming(key) if s.per_step and
+                         any(fact != OTHER_DEVICE for _, fact in s.arguments)), None)
+            if site is not None:
+                out.append((fn, site))
         return out
 
     @functools.cached_property

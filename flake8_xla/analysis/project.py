@@ -38,6 +38,7 @@ class FunctionSummary(NamedTuple):
 # :mod:`flake8_xla.analysis.tensors` ("device", "module", ...) and these two.
 XLA_DEVICE = "xla-device"  # the XLA device itself (``xm.xla_device()``, ``torch_xla.device()``)
 DEVICE_LOADER = "device-loader"  # a loader whose batches are on the XLA device (MpDeviceLoader)
+OTHER_DEVICE = "other-device"  # a device that is not XLA's ("cpu", torch.device("cuda"))
 
 
 class OutgoingCall(NamedTuple):
@@ -46,6 +47,7 @@ class OutgoingCall(NamedTuple):
     name: str  # dotted, as the caller names it: ``engine.train_one_epoch``, ``Trainer``
     line: int
     arguments: Tuple[Tuple[object, str], ...]  # (position or keyword, fact); unknown ones left out
+    per_step: bool = False  # the call runs once per step of the caller (inside its step region)
 
 
 class CallSite(NamedTuple):
@@ -53,6 +55,7 @@ class CallSite(NamedTuple):
     path: str  # the calling file
     line: int
     arguments: Tuple[Tuple[object, str], ...]  # (position, self not counted, or keyword; fact)
+    per_step: bool = False  # the caller runs it once per step
 
 
 class ModuleSummary(NamedTuple):
@@ -133,5 +136,6 @@ _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "t
                           "pytorch_lightning", "accelerate", "ignite", "tqdm", "datasets", "xla_compat"})
 
 
-__all__ = ["CallSite", "DEVICE_LOADER", "FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "OutgoingCall",
+__all__ = ["CallSite", "DEVICE_LOADER", "FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "OTHER_DEVICE",
+           "OutgoingCall",
            "Project", "XLA_DEVICE", "not_project"]

@@ -7,8 +7,10 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .backends import BranchesOffXla
-from .project import DEVICE_LOADER, XLA_DEVICE, FunctionSummary, HostRead, ModuleSummary, OutgoingCall, not_project
+from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, FunctionSummary, HostRead, ModuleSummary, OutgoingCall,
+                      not_project)
 from .syntax import NodeIndex, is_fallback_return, walk
+from .loops import StepRegions
 from .tensors import DEVICE, TensorFacts
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -108,10 +110,12 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
                 if fact is not None:
                     arguments.append((keyword.arg, fact))
         # a model or a tensor is taken for one on XLA only where the calling code shows XLA: the same
-        # call passes the XLA device or a device loader, or its function names torch_xla
-        strong = any(fact in (XLA_DEVICE, DEVICE_LOADER) for _, fact in arguments)
+        # call passes the XLA device or a device loader, or its function names torch_xla (a device
+        # that is not XLA's is kept wherever it is passed: it says the callee also runs elsewhere)
+        strong = any(fact in (XLA_DEVICE, DEVICE_LOADER, OTHER_DEVICE) for _, fact in arguments)
         if arguments and (strong or _speaks_xla(index.scope_of(call), tensors, speaking)):
-            out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments)))
+            per_step = ctx.get(StepRegions).region_of(call) is not None
+            out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments), per_step))
     return tuple(out)
 
 

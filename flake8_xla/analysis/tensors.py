@@ -20,7 +20,7 @@ from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
-from .project import DEVICE_LOADER, NO_PROJECT, XLA_DEVICE
+from .project import DEVICE_LOADER, NO_PROJECT, OTHER_DEVICE, XLA_DEVICE
 from .syntax import NodeIndex, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
@@ -295,6 +295,8 @@ class TensorFacts:
         a device tensor or a module; None for anything else."""
         if self.is_xla_device(node):
             return XLA_DEVICE
+        if self._on_cpu(node):
+            return OTHER_DEVICE
         if self.loader(node) == DEVICE:
             return DEVICE_LOADER
         kind = self.kind(node)
@@ -990,8 +992,11 @@ class TensorFacts:
                 self._busy.add(("xla-device", id(node)))
                 try:
                     found = [self.xla_device_value(v) for v in self._parameter_values(node)]
+                    facts = self._parameter_facts(node) if not found else []
                 finally:
                     self._busy.discard(("xla-device", id(node)))
+                if facts and XLA_DEVICE in facts and OTHER_DEVICE not in facts:
+                    return node  # every call from another module passes the XLA device
                 return found[0] if found and all(f is not None for f in found) else None
             node = value
         if type(node) is ast.Constant:

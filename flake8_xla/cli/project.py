@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis.project import CallSite, ModuleSummary, OutgoingCall, Project
+from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -115,7 +115,8 @@ class ProjectIndex(Project):
         device loader, a device tensor or a module (``Class`` for a constructor)."""
         sites, callers = self._calls_into(os.path.abspath(path))
         self._consulted.update(callers)
-        return frozenset(sites)
+        return frozenset(function for function, calls in sites.items()
+                         if any(fact != OTHER_DEVICE for call in calls for _, fact in call.arguments))
 
     def gives_xla_modules(self, path: str, text: str) -> bool:
         """Whether a file that never names torch_xla imports a function of the project's XLA code
@@ -159,7 +160,7 @@ class ProjectIndex(Project):
             for call in self._outgoing(caller):
                 function = self._resolves_to(caller, call.level, call.name, path)
                 if function is not None:
-                    sites.setdefault(function, []).append(CallSite(caller, call.line, call.arguments))
+                    sites.setdefault(function, []).append(CallSite(caller, call.line, call.arguments, call.per_step))
                     callers.add(caller)
         self._incoming[path] = sites, callers
         return sites, callers
