@@ -367,3 +367,60 @@ def test_a_helper_called_once_after_the_loop_is_not_step_code(tmp_path, capsys) 
             return mixup(x, y, torch_xla.device())
     """})
     assert check(capsys, tmp_path, "--select", "XLA3") == []
+
+
+UTILS = """\
+    import torch
+
+
+    def is_xla():
+        return True
+
+
+    def get_device():
+        if is_xla():
+            import torch_xla.core.xla_model as xm
+            return xm.xla_device()
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("cpu")
+"""
+
+
+def test_the_device_a_helper_of_another_module_returns(tmp_path, capsys) -> None:
+    # on XLA the helper returns in its first branch: what follows is the other backends' code
+    write_tree(tmp_path, {"utils.py": UTILS, "train.py": """\
+        import torch
+        import torch_xla
+        from utils import get_device
+
+
+        def train(model, loader):
+            device = get_device()
+            model = model.to(device)
+            for x, y in loader:
+                torch.nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+                torch_xla.sync()
+            torch.save(model.state_dict(), "model.pt")
+    """})
+    assert [f[:4] for f in check(capsys, tmp_path, "--select", "XLA403")] == [("train.py", 12, 5, "XLA403")]
+
+
+def test_the_device_a_helper_returns_only_on_one_branch_is_not_sure() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        import torch_xla
+
+
+        def pick(accelerated):
+            if accelerated:
+                return torch_xla.device()
+            return torch.device("cuda")
+
+
+        def train(model, accelerated):
+            model = model.to(pick(accelerated))
+            torch.save(model.state_dict(), "model.pt")
+    """)
+    # `accelerated` names no backend: the helper may return CUDA's device, and XLA403 needs it sure
+    assert [d for d in lint_source(source) if d.code == "XLA403"] == []

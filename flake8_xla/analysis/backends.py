@@ -68,4 +68,23 @@ class BranchesOffXla:
                 branch = (node.body if xla is False else node.orelse) if type(node) is ast.If else \
                     [node.body if xla is False else node.orelse]
                 out.update(id(n) for n in walk(branch))
+        # ``if is_xla(): return xm.xla_device()`` ... ``return torch.device("cpu")``: what follows a branch
+        # that XLA takes and always leaves is the other backends' code
+        for block in self._blocks():
+            for index, stmt in enumerate(block):
+                if type(stmt) is ast.If and on_xla(stmt.test) is True and _leaves(stmt.body):
+                    out.update(id(n) for n in walk(block[index + 1:]))
+                    break
         return out
+
+    def _blocks(self):
+        for node in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.If, ast.For, ast.While, ast.With, ast.Try):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if block:
+                    yield block
+
+
+def _leaves(body) -> bool:
+    """A block that always returns or raises (its last statement does)."""
+    return bool(body) and type(body[-1]) in (ast.Return, ast.Raise)

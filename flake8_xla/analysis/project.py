@@ -32,6 +32,7 @@ class FunctionSummary(NamedTuple):
     syncs: bool
     returns_device: bool
     returns_modules: Tuple[Optional[str], ...]  # torch_xla modules returned: one, or one per tuple element
+    returns_xla_device: str = ""  # "all" / "any" of its returns that can run on XLA give the XLA device
 
 
 # What a call passes for one argument, as far as the callee needs to know: the value kinds of

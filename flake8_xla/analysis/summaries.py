@@ -36,7 +36,8 @@ def summarize(ctx) -> ModuleSummary:
         elif type(stmt) is ast.ClassDef:
             defs.extend((f"{stmt.name}.{m.name}", m, True) for m in stmt.body if type(m) in _DEFS)
     qualname = ctx.get(FlowFacts).qualname
-    kind = ctx.get(TensorFacts).kind
+    tensors = ctx.get(TensorFacts)
+    kind = tensors.kind
     direct_syncs: Dict[str, bool] = {}
     calls: Dict[str, Set[str]] = {}
     for name, fn, is_method in defs:
@@ -55,7 +56,8 @@ def summarize(ctx) -> ModuleSummary:
         returns = [n.value for n in walk(fn.body, _SCOPES) if type(n) is ast.Return and n.value is not None]
         out[name] = FunctionSummary(
             name, ctx.filename, fn.lineno, _host_reads(fn, is_method, qualname), name in syncing,
-            any(kind(r) == DEVICE for r in returns), _returned_modules(returns, qualname))
+            any(kind(r) == DEVICE for r in returns), _returned_modules(returns, qualname),
+            tensors.returns_xla_device(fn) or "")
     imports: Dict[str, Tuple[int, str, str]] = {}
     for stmt in tree.body:
         if type(stmt) is ast.ImportFrom:

@@ -21,7 +21,7 @@ from .hooks import FrameworkHooks
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
 from .project import DEVICE_LOADER, NO_PROJECT, OTHER_DEVICE, XLA_DEVICE
-from .syntax import NodeIndex, walk
+from .syntax import NodeIndex, is_fallback_return, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
 HOST_TENSOR = "host-tensor"  # a tensor known not to be on the XLA device (the CPU's, or CUDA's)
@@ -959,8 +959,40 @@ class TensorFacts:
         qualname = self._callee(node)
         if qualname in _XLA_DEVICES:
             return True
-        return qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant and \
-            str(node.args[0].value).split(":")[0] == "xla"
+        if qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant:
+            return str(node.args[0].value).split(":")[0] == "xla"
+        return self.helper_device(node) is not None
+
+    def helper_device(self, call: ast.Call) -> Optional[str]:
+        """For a call of a helper that returns the XLA device (``device = get_device()``, in this file
+        or another module of the project): "all" when every return that can run on XLA gives it, "any"
+        when one does (a helper that picks the backend), else None."""
+        fn = self._local_callee(call)
+        if fn is not None:
+            return self.returns_xla_device(fn)
+        if self.project is not None:
+            summary = self.project.callee(call, self.assigned_value)
+            if summary is not None:
+                return summary.returns_xla_device or None
+        return None
+
+    def returns_xla_device(self, fn: ast.AST) -> Optional[str]:
+        """"all" / "any" / None: whether the returns of ``fn`` that can run on XLA give the XLA device
+        (``return None`` fallbacks and the branches of other backends left out)."""
+        key = ("returns-xla-device", id(fn))
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            values = [n.value for n in walk(fn.body, nested) if type(n) is ast.Return and
+                      id(n) not in self.off_xla.nodes and not is_fallback_return(n.value)]
+            found = [self.is_xla_device(v) for v in values]
+        finally:
+            self._busy.discard(key)
+        if not found or not any(found):
+            return None
+        return "all" if all(found) else "any"
 
     def _named_xla_device(self, node: ast.expr, name: str) -> bool:
         bound = self._lookup(node, name)
@@ -1001,7 +1033,10 @@ class TensorFacts:
             node = value
         if type(node) is ast.Constant:
             return node if isinstance(node.value, str) and node.value.split(":")[0] == "xla" else None
-        return node if type(node) is ast.Call and self.is_xla_device(node) else None
+        if type(node) is not ast.Call or not self.is_xla_device(node):
+            return None
+        helper = self.helper_device(node)
+        return node if helper in (None, "all") else None
 
     def _on_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cuda")``, or a name given one of those and never the XLA device."""
