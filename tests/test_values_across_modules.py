@@ -424,3 +424,48 @@ def test_the_device_a_helper_returns_only_on_one_branch_is_not_sure() -> None:
     """)
     # `accelerated` names no backend: the helper may return CUDA's device, and XLA403 needs it sure
     assert [d for d in lint_source(source) if d.code == "XLA403"] == []
+
+
+def test_a_remainder_kept_in_a_name_and_compared_later_is_periodic() -> None:
+    source = textwrap.dedent("""\
+        import torch_xla.core.xla_model as xm
+
+
+        def train(run, loader, R):
+            for batch in loader:
+                report = run.step % R
+                loss = run.model(batch).mean()
+                loss.backward()
+                run.optimizer.step()
+                if run.step > 0 and report == R - 1:
+                    xm.mesh_reduce("loss", loss.item(), sum)
+                index = run.step % len(run.buffer)
+                if run.buffer[index] > 0:
+                    print(loss.item())
+    """)
+    # line 13 compares a tensor picked by the remainder, not the remainder: it runs every step
+    assert [(d.line, d.code) for d in lint_source(source) if d.code.startswith("XLA30")] == [(14, "XLA303")]
+
+
+def test_a_parameter_with_a_constant_default_takes_what_the_calls_pass(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"penalty.py": """\
+        import torch
+
+
+        def gradient_penalty(real, device="cpu"):
+            alpha = torch.rand(real.shape[0], 1).to(device)
+            return (alpha * real).sum()
+    """, "train.py": """\
+        import torch_xla
+        import torch_xla.distributed.parallel_loader as pl
+
+        from penalty import gradient_penalty
+
+
+        def train(loader, optimizer):
+            device = torch_xla.device()
+            for real in pl.MpDeviceLoader(loader, device):
+                gradient_penalty(real, device).backward()
+                optimizer.step()
+    """})
+    assert [f[:4] for f in check(capsys, tmp_path, "--select", "XLA3")] == [("penalty.py", 5, 13, "XLA308")]

@@ -71,8 +71,17 @@ def _is_throttle(node: ast.AST, periodic: FrozenSet[str] = frozenset()) -> bool:
     assigned such a test."""
     if type(node) is not ast.If:
         return False
-    return _uses_mod(node.test) or bool(periodic) and any(
-        type(n) is ast.Name and n.id in periodic for n in walk([node.test]))
+    if _uses_mod(node.test):
+        return True
+    if not periodic:
+        return False
+    for n in walk([node.test]):
+        if type(n) is ast.Name and n.id in periodic:
+            return True
+        if type(n) is ast.Compare and any(type(side) is ast.Name and "%" + side.id in periodic
+                                          for side in [n.left] + n.comparators):
+            return True  # report = step % R ... if report == R - 1:
+    return False
 
 
 def _leaves_at_once(loop: ast.AST) -> bool:
@@ -292,11 +301,15 @@ class StepRegions:
 
     @functools.cached_property
     def periodic(self) -> FrozenSet[str]:
-        """Names assigned a test that uses ``%`` (``log_now = (step + 1) % 100 == 0``)."""
+        """Names assigned a test that uses ``%`` (``log_now = (step + 1) % 100 == 0``), and, marked
+        ``%name``, names assigned a remainder (``report = step % R``: a comparison with it is periodic)."""
         out = set()
         for node in self.ctx.get(NodeIndex).of(ast.Assign):
             if type(node.value) in (ast.Compare, ast.BoolOp, ast.UnaryOp) and _uses_mod(node.value):
                 out.update(t.id for t in node.targets if type(t) is ast.Name)
+            elif type(node.value) is ast.BinOp and type(node.value.op) is ast.Mod and \
+                    not (type(node.value.left) is ast.Constant and isinstance(node.value.left.value, str)):
+                out.update("%" + t.id for t in node.targets if type(t) is ast.Name)
         return frozenset(out)
 
     @functools.cached_property

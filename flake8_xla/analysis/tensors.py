@@ -114,7 +114,8 @@ _VALUE, _AUGMENTED, _FIXED, _ITERATED, _UNPACKED, _PARAMETER, _ARGUMENT = range(
 # _VALUE: a = the assigned expression; _AUGMENTED: a = the AugAssign; _FIXED: a = the kind;
 # _ITERATED / _UNPACKED: a = the iterable / the unpacked value, b = the target's index path;
 # _PARAMETER: a = the forward() def, b = the parameter's name (a tensor if the body uses it as one);
-# _ARGUMENT: a = a plain function's def, b = (position, name): what every call of it in the file passes
+# _ARGUMENT: a = a plain function's def, b = (position, name[, constant default]): what every call of it in the
+# file passes, or what calls from other modules pass
 Binding = Tuple[Tuple[int, int], int, object, tuple]
 
 
@@ -185,7 +186,7 @@ class TensorFacts:
         """What the calls of a function pass for one parameter, when the file shows every call and
         each passes it, else []: a plain function never used other than called by name, or a method
         (the only one of that name in the file) called only as ``self.name(...)``."""
-        position, name = where
+        position, name = where[0], where[1]
         if id(fn) in self._method_class:
             sites = self._self_calls.get(fn.name)
             if not sites or len(self._methods.get(fn.name, ())) != 1 or \
@@ -214,7 +215,7 @@ class TensorFacts:
         if self.project is None:
             return []
         owner = self._method_class.get(id(fn))
-        position, name = where
+        position, name = where[0], where[1]
         if owner is not None:
             key, position = f"{owner.name}.{fn.name}", position - 1  # self
         else:
@@ -250,7 +251,25 @@ class TensorFacts:
         scope = self.index.scope_of(node)
         for earlier in self._value_reads.get(node.id, ()):
             if (earlier.lineno, earlier.col_offset) < at and self.index.scope_of(earlier) is scope and \
-                    self._lookup(earlier, node.id) == bound:
+                    self._lookup(earlier, node.id) == bound and not self._may_skip(earlier, node):
+                return True
+        return False
+
+    def _may_skip(self, earlier: ast.AST, later: ast.AST) -> bool:
+        """Whether ``earlier`` sits in a branch, loop, handler or ``with`` block that ``later`` is not in
+        (so it may not have run when ``later`` does)."""
+        def inside(node: ast.AST, block: list) -> bool:
+            start, end = (block[0].lineno, block[0].col_offset), (block[-1].end_lineno, block[-1].end_col_offset)
+            return start <= (node.lineno, node.col_offset) <= end
+
+        for compound in self.index.of(ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith):
+            blocks = [compound.body, getattr(compound, "orelse", []), getattr(compound, "finalbody", [])]
+            blocks += [h.body for h in getattr(compound, "handlers", [])]
+            if any(b and inside(earlier, b) and not inside(later, b) for b in blocks):
+                return True
+        for node in self.index.of(ast.IfExp, ast.BoolOp):
+            if inside(earlier, [node]) and not inside(later, [node]) and \
+                    not (type(node) is ast.IfExp and inside(earlier, [node.test])):
                 return True
         return False
 
@@ -513,6 +532,11 @@ class TensorFacts:
             annotated = self._annotation(arg.annotation)
             if annotated == HOST or (annotated == DEVICE and forward):
                 kind: Kind = annotated
+            elif type(default) is ast.Constant and default.value is not None and \
+                    not (owner is not None and fn.decorator_list):
+                # device="cpu": what the calls pass, and the default where they pass nothing
+                self._add(fn, arg.arg, ((0, 0), _ARGUMENT, fn, (index if arg in positional else -1, arg.arg, default)))
+                continue
             elif type(default) is ast.Constant and default.value is not None:
                 kind = HOST
             elif forward and default is None and index == 1 and arg in positional and annotated is None:
@@ -640,7 +664,8 @@ class TensorFacts:
                 return _same([self.kind(v) for v in values])
             facts = self._incoming(a, path)
             # what the XLA code of other modules passes: on a TPU that is what the parameter holds
-            return DEVICE if DEVICE in facts else MODULE if MODULE in facts else None
+            found = DEVICE if DEVICE in facts else MODULE if MODULE in facts else None
+            return found if found is not None or len(path) < 3 else HOST  # the constant default
         if how == _AUGMENTED:
             return join([self.kind(a.target), self.kind(a.value)])
         whole = self._element(a) if how == _ITERATED else self._unpacked(a)
