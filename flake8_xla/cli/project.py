@@ -48,6 +48,7 @@ class ProjectIndex(Project):
         # project root -> (when, [(file that names torch_xla, the names its imports mention, the names they bind)])
         self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset, frozenset]]]] = {}
         self._incoming: Dict[str, Tuple[Dict[str, List[CallSite]], Set[str]]] = {}  # path -> (sites, callers)
+        self._importers: Dict[int, tuple] = {}  # id(an _xla_files list) -> (that list, its index by module name)
         # path -> (stamp, digest, calls)
         self._calls: Dict[str, Tuple[tuple, str, Optional[Tuple[OutgoingCall, ...]]]] = {}
 
@@ -149,11 +150,10 @@ class ProjectIndex(Project):
         sites: Dict[str, List[CallSite]] = {}
         callers: Set[str] = set()
         defined = _defined_names(path)
-        calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
         # it imports the module, or one of the module's functions or classes, by name, and calls one
-        candidates = [caller for caller, names, bound in self._xla_files_of(path) if calling is not None
-                      if caller != path and stem in names and (stem in bound or bound & defined) and
-                      _text_matches(caller, calling)]
+        calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
+        candidates = [caller for caller, bound in self._importers_of(path).get(stem, ()) if calling is not None
+                      if caller != path and (stem in bound or bound & defined) and _text_matches(caller, calling)]
         if len(candidates) > _MAX_CALLERS:
             candidates = []  # a library of the project that every file uses: its callers pass anything
         for caller in candidates:
@@ -172,6 +172,19 @@ class ProjectIndex(Project):
             if self.find(importer, ".".join(parts[:cut]), level) == path:
                 return ".".join(parts[cut:])
         return None
+
+    def _importers_of(self, path: str) -> Dict[str, List[Tuple[str, frozenset]]]:
+        """For the project of ``path``: module name -> the XLA files whose imports mention it, with the
+        names their imports bind."""
+        files = self._xla_files_of(path)
+        known = self._importers.get(id(files))
+        if known is None or known[0] is not files:
+            index: Dict[str, List[Tuple[str, frozenset]]] = {}
+            for caller, names, bound in files:
+                for name in names:
+                    index.setdefault(name, []).append((caller, bound))
+            known = self._importers[id(files)] = (files, index)
+        return known[1]
 
     def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset, frozenset]]:
         root = self._root(path)
