@@ -25,7 +25,7 @@ from .tensors import TensorFacts
 from .syntax import NodeIndex
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
-from .project import OTHER_DEVICE
+from .project import OTHER_DEVICE, is_test_file
 from .hooks import EVALUATION, TRAINING, FrameworkHooks
 
 # calls that mark a loop body as one training step
@@ -735,14 +735,6 @@ _DEBUG_FLAG = re.compile(r"(?i)_?(debug|verbose)\w*")
 # the name of an iterable of batches (``val_loader``, ``test_dl``, ``eval_dataloader``)
 _LOADER_NAME = re.compile(r"(?i)(loader|(^|_)dl|batches)$")
 _WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "iter", "zip", "progress_bar", "track"})
-
-
-def is_test_file(filename: str) -> bool:
-    """A test module (``test_*.py``, ``*_test.py``, or directly in a ``test``/``tests`` folder):
-    its assertions read values on purpose."""
-    parts = re.split(r"[\\/]", filename)
-    name = parts[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or (len(parts) > 1 and parts[-2] in ("test", "tests"))
 
 
 def _is_assertion(call: ast.Call) -> bool:

@@ -13,6 +13,7 @@ the lint of the files that import that module through :class:`Project`;
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, NamedTuple, Optional, Tuple
 
 
@@ -126,6 +127,14 @@ class Project:
 NO_PROJECT = Project()
 
 
+def is_test_file(filename: str) -> bool:
+    """A test module (``test_*.py``, ``*_test.py``, or directly in a ``test``/``tests`` folder): its
+    assertions read values on purpose, and what it passes to the project's functions is no run's."""
+    parts = re.split(r"[\\/]", filename)
+    name = parts[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or (len(parts) > 1 and parts[-2] in ("test", "tests"))
+
+
 def not_project(dotted_name: str) -> bool:
     """Whether an absolute name is surely of an installed package, not of the project."""
     return dotted_name.split(".", 1)[0] in _NOT_PROJECT
@@ -139,4 +148,4 @@ _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "t
 
 __all__ = ["CallSite", "DEVICE_LOADER", "FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "OTHER_DEVICE",
            "OutgoingCall",
-           "Project", "XLA_DEVICE", "not_project"]
+           "Project", "XLA_DEVICE", "is_test_file", "not_project"]

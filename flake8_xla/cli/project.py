@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project
+from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -152,8 +152,11 @@ class ProjectIndex(Project):
         defined = _defined_names(path)
         # it imports the module, or one of the module's functions or classes, by name, and calls one
         calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
+        # a test passes what it tests with, not what a run passes: tests count only for a test helper
+        tests_count = is_test_file(path)
         candidates = [caller for caller, bound in self._importers_of(path).get(stem, ()) if calling is not None
-                      if caller != path and (stem in bound or bound & defined) and _text_matches(caller, calling)]
+                      if caller != path and (stem in bound or bound & defined) and
+                      (tests_count or not is_test_file(caller)) and _text_matches(caller, calling)]
         if len(candidates) > _MAX_CALLERS:
             candidates = []  # a library of the project that every file uses: its callers pass anything
         for caller in candidates:
