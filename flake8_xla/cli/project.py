@@ -131,7 +131,7 @@ class ProjectIndex(Project):
                 continue
             if xla_files is None:
                 xla_files = {entry[0] for entry in self._xla_files_of(path)}
-            if found not in xla_files:
+            if found not in xla_files or not _may_return_modules(found):
                 continue
             summary = self._summary(found)
             functions = summary.functions if summary is not None else {}
@@ -296,6 +296,22 @@ _FROM_IMPORT = re.compile(r"(?m)^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+
 
 
 _TOP_DEF = re.compile(r"(?m)^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+
+
+_XLA_IMPORT_ALIAS = re.compile(r"(?m)^[ \t]*(?:import[ \t]+torch_xla[\w.]*[ \t]+as[ \t]+(\w+)|"
+                               r"from[ \t]+torch_xla[\w.]*[ \t]+import[ \t]+(\w+)(?:[ \t]+as[ \t]+(\w+))?)")
+
+
+def _may_return_modules(path: str) -> bool:
+    """A cheap test before a module is summarised: some ``return`` names what a torch_xla import bound."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
+    except OSError:
+        return False
+    aliases = {m[2] or m[1] or m[0] for m in _XLA_IMPORT_ALIAS.findall(text)} - {""}
+    return bool(aliases) and re.search(r"(?m)^[ \t]*return\b[^\n]*\b(?:%s)\b" % "|".join(map(re.escape, aliases)),
+                                       text) is not None
 
 
 def _text_matches(path: str, pattern: "re.Pattern[str]") -> bool:
