@@ -205,7 +205,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             entry_functions = project.entry_points(name) or None
         scanned = project.consulted()
         if not assume_xla and entry_functions is None:
-            if key is not None and scanned:  # else nothing read, nothing to save a next run
+            if key is not None:  # kept until the file or a caller it read changes (a new caller: see README)
                 result.cache_update = (path, key, [], scanned)
             return result
         assume_xla = True
