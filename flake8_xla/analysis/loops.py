@@ -573,15 +573,21 @@ class StepRegions:
         """id() of the nodes of functions that move tensors to CUDA (``x.cuda()``, ``.to("cuda")``) and
         show nothing of XLA (no torch_xla name, nothing moved to the XLA device): the CUDA copy of a
         loop in a file that also holds the XLA one."""
-        tensors, qualnames, out = self.ctx.get(TensorFacts), self.qualnames, set()
-        for fn in self.local.defs():
+        tensors, index = self.ctx.get(TensorFacts), self.ctx.get(NodeIndex)
+        moving = {}  # the functions that move something to CUDA (their own code, not nested defs)
+        for call in index.of(ast.Call):
+            func = call.func
+            if type(func) is ast.Attribute and func.attr in ("cuda", "to") and tensors.moves_to_cuda(call):
+                scope = index.scope_of(call)
+                if type(scope) in _DEFS:
+                    moving[id(scope)] = scope
+        out: Set[int] = set()
+        qualnames = self.qualnames
+        for fn in moving.values():
             nodes = walk(fn.body)
-            calls = [n for n in nodes if type(n) is ast.Call]
-            if not any(tensors.moves_to_cuda(c) for c in calls):
-                continue
             if any(qualnames.get(id(n), "").startswith(("torch_xla", "xla_compat")) for n in nodes) or \
-                    any(type(c.func) is ast.Attribute and c.func.attr == "to" and c.args and
-                        tensors.is_xla_device(c.args[0]) for c in calls):
+                    any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr == "to" and
+                        bool(c.args) and tensors.is_xla_device(c.args[0]) for c in nodes):
                 continue
             out.update(id(n) for n in nodes)
         return out
