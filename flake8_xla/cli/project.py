@@ -45,8 +45,8 @@ class ProjectIndex(Project):
         self._roots: Dict[str, List[str]] = {}
         self._tops: Dict[Tuple[str, str], Tuple[float, bool]] = {}  # (directory, name) -> (when, a project module)
         self._consulted: Set[str] = set()
-        # project root -> (when, [(file that names torch_xla, the names its imports mention, the names they bind)])
-        self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset, frozenset]]]] = {}
+        # project root -> (when, [(file that names torch_xla, the names its imports mention, its imports)])
+        self._xla_files: Dict[str, Tuple[float, List[Tuple[str, frozenset, tuple]]]] = {}
         self._incoming: Dict[str, Tuple[Dict[str, List[CallSite]], Set[str]]] = {}  # path -> (sites, callers)
         self._importers: Dict[int, tuple] = {}  # id(an _xla_files list) -> (that list, its index by module name)
         # path -> (stamp, digest, calls)
@@ -154,9 +154,9 @@ class ProjectIndex(Project):
         calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
         # a test passes what it tests with, not what a run passes: tests count only for a test helper
         tests_count = is_test_file(path)
-        candidates = [caller for caller, bound in self._importers_of(path).get(stem, ()) if calling is not None
-                      if caller != path and (stem in bound or bound & defined) and
-                      (tests_count or not is_test_file(caller)) and _text_matches(caller, calling)]
+        candidates = [caller for caller, imports in self._importers_of(path).get(stem, ()) if calling is not None
+                      if caller != path and (tests_count or not is_test_file(caller)) and
+                      self._imports(caller, imports, path, defined) and _text_matches(caller, calling)]
         if len(candidates) > _MAX_CALLERS:
             candidates = []  # a library of the project that every file uses: its callers pass anything
         for caller in candidates:
@@ -176,20 +176,33 @@ class ProjectIndex(Project):
                 return ".".join(parts[cut:])
         return None
 
-    def _importers_of(self, path: str) -> Dict[str, List[Tuple[str, frozenset]]]:
-        """For the project of ``path``: module name -> the XLA files whose imports mention it, with the
-        names their imports bind."""
+    def _importers_of(self, path: str) -> Dict[str, List[Tuple[str, tuple]]]:
+        """For the project of ``path``: name -> the XLA files whose imports mention it, with their imports."""
         files = self._xla_files_of(path)
         known = self._importers.get(id(files))
         if known is None or known[0] is not files:
-            index: Dict[str, List[Tuple[str, frozenset]]] = {}
-            for caller, names, bound in files:
+            index: Dict[str, List[Tuple[str, tuple]]] = {}
+            for caller, names, imports in files:
                 for name in names:
-                    index.setdefault(name, []).append((caller, bound))
+                    index.setdefault(name, []).append((caller, imports))
             known = self._importers[id(files)] = (files, index)
         return known[1]
 
-    def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset, frozenset]]:
+    def _imports(self, caller: str, imports: tuple, path: str, defined: frozenset) -> bool:
+        """Whether ``caller`` imports the module ``path`` (``import a.b``, ``from a import b``) or one of
+        its top-level names (``from a.b import f``), as the import statements resolve."""
+        for level, module, names in imports:
+            if not names:
+                if module and self.find(caller, module, level) == path:
+                    return True
+                continue
+            if set(names) & defined and self.find(caller, module, level) == path:
+                return True
+            if any(self.find(caller, f"{module}.{n}" if module else n, level) == path for n in names):
+                return True
+        return False
+
+    def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset, tuple]]:
         root = self._root(path)
         when, known = self._xla_files.get(root, (0.0, None))
         now = time.monotonic()
@@ -331,8 +344,9 @@ def _defined_names(path: str) -> frozenset:
         return frozenset()
 
 
-def _xla_files(root: str) -> List[Tuple[str, frozenset, frozenset]]:
-    """The files under ``root`` that pass the pre-filter, each with every name its imports mention."""
+def _xla_files(root: str) -> List[Tuple[str, frozenset, tuple]]:
+    """The files under ``root`` that pass the pre-filter, each with every name its imports mention and
+    its imports as (level, module, names imported from it; none for ``import a.b``)."""
     out, seen = [], 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")]
@@ -349,17 +363,23 @@ def _xla_files(root: str) -> List[Tuple[str, frozenset, frozenset]]:
             except OSError:
                 continue
             if might_match(text):
-                names, whole = set(), set()
-                for match in _IMPORT_LINE.finditer(text):
-                    for index, group in enumerate(match.groups()):
-                        if group:
-                            words = [w for w in re.split(r"[.,\s]+", group) if w and w != "as" and w[0] != "#"]
-                            names.update(words)
-                            if index in (1, 2):  # a name imported from a module (a function, or a module)
-                                whole.update(words)
-                            elif index == 3:  # import a.b.c as d: the module a.b.c, whatever the name bound
-                                whole.update(path.split()[0].rsplit(".", 1)[-1] for path in group.split(","))
-                out.append((path, frozenset(names), frozenset(whole)))
+                names, imports = set(), []
+                for module, listed, plain, modules in _IMPORT_LINE.findall(text):
+                    if module:
+                        pieces = [w.split() for w in (listed or plain).split(",")]
+                        imported = tuple(w[0] for w in pieces if w and w[0][0] != "#")
+                        dotted = module.lstrip(".")
+                        imports.append((len(module) - len(dotted), dotted, imported))
+                        names.update(dotted.split("."))
+                        names.update(imported)
+                    else:
+                        for piece in modules.split(","):
+                            if piece.split():
+                                dotted = piece.split()[0]
+                                imports.append((0, dotted, ()))
+                                names.update(dotted.split("."))
+                names.discard("")
+                out.append((path, frozenset(names), tuple(imports)))
     return out
 
 
