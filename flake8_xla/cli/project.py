@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file
+from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file, not_project
 from ..cache import file_digest
 from ..engine import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
@@ -144,9 +144,6 @@ class ProjectIndex(Project):
         known = self._incoming.get(path)
         if known is not None:
             return known
-        stem = os.path.basename(path)[:-3]
-        if stem == "__init__":
-            stem = os.path.basename(os.path.dirname(path))
         sites: Dict[str, List[CallSite]] = {}
         callers: Set[str] = set()
         defined = _defined_names(path)
@@ -154,9 +151,9 @@ class ProjectIndex(Project):
         calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
         # a test passes what it tests with, not what a run passes: tests count only for a test helper
         tests_count = is_test_file(path)
-        candidates = [caller for caller, imports in self._importers_of(path).get(stem, ()) if calling is not None
+        candidates = [caller for caller in self._importers_of(path).get(path, ()) if calling is not None
                       if caller != path and (tests_count or not is_test_file(caller)) and
-                      self._imports(caller, imports, path, defined) and _text_matches(caller, calling)]
+                      _text_matches(caller, calling)]
         if len(candidates) > _MAX_CALLERS:
             candidates = []  # a library of the project that every file uses: its callers pass anything
         for caller in candidates:
@@ -176,31 +173,26 @@ class ProjectIndex(Project):
                 return ".".join(parts[cut:])
         return None
 
-    def _importers_of(self, path: str) -> Dict[str, List[Tuple[str, tuple]]]:
-        """For the project of ``path``: name -> the XLA files whose imports mention it, with their imports."""
+    def _importers_of(self, path: str) -> Dict[str, List[str]]:
+        """For the project of ``path``: file -> the XLA files whose import statements resolve to it
+        (``import a.b``, ``from a import b``, ``from a.b import f``), each import resolved once."""
         files = self._xla_files_of(path)
         known = self._importers.get(id(files))
         if known is None or known[0] is not files:
-            index: Dict[str, List[Tuple[str, tuple]]] = {}
-            for caller, names, imports in files:
-                for name in names:
-                    index.setdefault(name, []).append((caller, imports))
+            index: Dict[str, List[str]] = {}
+            for caller, _, imports in files:
+                targets = set()
+                for level, module, names in imports:
+                    if level == 0 and (not module or not_project(module) or
+                                       not self.has_top_level(caller, module.split(".", 1)[0])):
+                        continue
+                    targets.add(self.find(caller, module, level) if module else None)
+                    for name in names:
+                        targets.add(self.find(caller, f"{module}.{name}" if module else name, level))
+                for target in targets - {None, caller}:
+                    index.setdefault(target, []).append(caller)
             known = self._importers[id(files)] = (files, index)
         return known[1]
-
-    def _imports(self, caller: str, imports: tuple, path: str, defined: frozenset) -> bool:
-        """Whether ``caller`` imports the module ``path`` (``import a.b``, ``from a import b``) or one of
-        its top-level names (``from a.b import f``), as the import statements resolve."""
-        for level, module, names in imports:
-            if not names:
-                if module and self.find(caller, module, level) == path:
-                    return True
-                continue
-            if set(names) & defined and self.find(caller, module, level) == path:
-                return True
-            if any(self.find(caller, f"{module}.{n}" if module else n, level) == path for n in names):
-                return True
-        return False
 
     def _xla_files_of(self, path: str) -> List[Tuple[str, frozenset, tuple]]:
         root = self._root(path)
