@@ -64,6 +64,11 @@ def default_on_codes(python: str) -> Tuple[set, set]:
                           cwd=tempfile.gettempdir())
     if proc.returncode:
         raise SystemExit(f"`{python} -m flake8_xla rules` failed (is flake8_xla importable?):\n{proc.stderr}")
+    # the rules table loads without them, but every lint would then be one XLA000 per file
+    deps = subprocess.run([python, "-c", "import ast_grep_py, yaml"], capture_output=True, text=True,
+                          cwd=tempfile.gettempdir())
+    if deps.returncode:
+        raise SystemExit(f"{python} lacks flake8-xla's dependencies (activate the venv?):\n{deps.stderr}")
     out = proc.stdout
     on, every = set(), set()
     for line in out.splitlines():
