@@ -23,6 +23,15 @@ WHERE = {
     DYNAMO: 'in a torch.compile(backend="openxla") function',
 }
 _LONGEST = 48
+# how values reach step code from other modules: the same words on every graph rule's page that relies on it
+ACROSS_MODULES = (
+    "A value passed across the project counts too (`flake8-xla check`): a parameter holds what the calls from"
+    " code that runs on XLA pass for it, in this module or another, through a constructor into `self` "
+    "attributes as well (`Trainer(model, loader, device)`); one such call is enough, since on a TPU that is "
+    "the call that runs, and a module that never names torch_xla is linted for the functions such code calls "
+    "(and what they call). A function that moves tensors to CUDA and shows nothing of XLA is CUDA code, and a"
+    " loop that leaves on its first batch is no step."
+)
 
 
 # evaluation and generation code: a copy to the host there is how results leave the device (XLA307

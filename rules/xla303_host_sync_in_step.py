@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.graph import hands_off, helper_reads, spelled, where
+from flake8_xla.graph import ACROSS_MODULES, hands_off, helper_reads, spelled, where
 from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING
 from flake8_xla.analysis.loops import COMPILED, DYNAMO, called_from, hook_of
@@ -67,12 +67,7 @@ class HostSyncInStep(Rule):
         "(`x.shape`, `x.size(0)`, `len(x)`). A function's parameter holds what every call of it in the file "
         "passes (`test_loop_fn(para_loader.per_device_loader(device))`), and unknown values stay silent except "
         "for `.item()`, `.tolist()`, `.numpy()` and `.cpu()`, which only tensors have in practice. "
-        "A value passed across the project counts too (`flake8-xla check`): a parameter holds what the calls from"
-        " code that runs on XLA pass for it, in this module or another, through a constructor into `self` "
-        "attributes as well (`Trainer(model, loader, device)`); one such call is enough, since on a TPU that is "
-        "the call that runs, and a module that never names torch_xla is linted for the functions such code calls "
-        "(and what they call). A function that moves tensors to CUDA and shows nothing of XLA is CUDA code, and a"
-        " loop that leaves on its first batch is no step."
+        + ACROSS_MODULES
     )
     why_bad = (
         "XLA tensors are lazy: reading a value cuts the graph traced so far, compiles and runs it, and copies "

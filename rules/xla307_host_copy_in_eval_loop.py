@@ -8,7 +8,7 @@ from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
 from flake8_xla.analysis.loops import hook_of
-from flake8_xla.graph import hands_off, helper_reads, spelled, where
+from flake8_xla.graph import ACROSS_MODULES, hands_off, helper_reads, spelled, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)
@@ -32,12 +32,7 @@ class HostCopyInEvalLoop(Rule):
         "is given (`flake8-xla check` reads the project's modules; the flake8 plugin lints one file at a time and "
         "sees only the first kinds). Loops that generate or sample (`while`, `range()`) are left alone: their "
         "copies often feed the next step on the host. Reads of a value (`.item()`, `float(loss)`) are XLA303. "
-        "A value passed across the project counts too (`flake8-xla check`): a parameter holds what the calls from"
-        " code that runs on XLA pass for it, in this module or another, through a constructor into `self` "
-        "attributes as well (`Trainer(model, loader, device)`); one such call is enough, since on a TPU that is "
-        "the call that runs, and a module that never names torch_xla is linted for the functions such code calls "
-        "(and what they call). A function that moves tensors to CUDA and shows nothing of XLA is CUDA code, and a"
-        " loop that leaves on its first batch is no step."
+        + ACROSS_MODULES
     )
     why_bad = (
         "Each copy cuts the lazy graph, runs what was traced so far, and makes the host wait for the device before "

@@ -89,19 +89,24 @@ def _same(kinds: Sequence[Kind]) -> Kind:
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
 
 
+def _device_type(node: Optional[ast.AST]) -> Optional[str]:
+    """``"cuda"`` for ``"cuda:0"`` or ``torch.device("cuda")``: the type a device literal names."""
+    if type(node) is ast.Constant:
+        return node.value.split(":")[0] if isinstance(node.value, str) else None
+    if type(node) is ast.Call and node.args and type(node.func) is ast.Attribute and node.func.attr == "device":
+        return _device_type(node.args[0])
+    return None
+
+
 def _is_cpu(node: Optional[ast.AST]) -> bool:
     """``"cpu"``, ``"cuda:0"``, ``"mps"`` or ``torch.device("cpu")``: a device that is not XLA's."""
-    if type(node) is ast.Constant:
-        return isinstance(node.value, str) and node.value.split(":")[0] in ("cpu", "cuda", "mps")
-    return type(node) is ast.Call and len(node.args) == 1 and _is_cpu(node.args[0]) and \
-        type(node.func) is ast.Attribute and node.func.attr == "device"
+    if type(node) is ast.Call and len(node.args) != 1:
+        return False  # torch.device("cuda", index): as before, not taken for a host device
+    return _device_type(node) in ("cpu", "cuda", "mps")
 
 
 def _is_cuda(node: ast.AST) -> bool:
-    if type(node) is ast.Constant:
-        return isinstance(node.value, str) and node.value.split(":")[0] == "cuda"
-    return type(node) is ast.Call and len(node.args) >= 1 and _is_cuda(node.args[0]) and \
-        type(node.func) is ast.Attribute and node.func.attr == "device"
+    return _device_type(node) == "cuda"
 
 
 def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:

@@ -307,33 +307,30 @@ _XLA_IMPORT_ALIAS = re.compile(r"(?m)^[ \t]*(?:import[ \t]+torch_xla[\w.]*[ \t]+
                                r"from[ \t]+torch_xla[\w.]*[ \t]+import[ \t]+(\w+)(?:[ \t]+as[ \t]+(\w+))?)")
 
 
-def _may_return_modules(path: str) -> bool:
-    """A cheap test before a module is summarised: some ``return`` names what a torch_xla import bound."""
+def _read_text(path: str) -> str:
+    """A project file's text for the cheap tests below ("" when it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            text = f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
+            return f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
     except OSError:
-        return False
+        return ""
+
+
+def _may_return_modules(path: str) -> bool:
+    """A cheap test before a module is summarised: some ``return`` names what a torch_xla import bound."""
+    text = _read_text(path)
     aliases = {m[2] or m[1] or m[0] for m in _XLA_IMPORT_ALIAS.findall(text)} - {""}
     return bool(aliases) and re.search(r"(?m)^[ \t]*return\b[^\n]*\b(?:%s)\b" % "|".join(map(re.escape, aliases)),
                                        text) is not None
 
 
 def _text_matches(path: str, pattern: "re.Pattern[str]") -> bool:
-    try:
-        with open(path, "rb") as f:
-            return pattern.search(f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")) is not None
-    except OSError:
-        return False
+    return pattern.search(_read_text(path)) is not None
 
 
 def _defined_names(path: str) -> frozenset:
     """The names of a module's top-level functions and classes (what another module imports to call)."""
-    try:
-        with open(path, "rb") as f:
-            return frozenset(_TOP_DEF.findall(f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")))
-    except OSError:
-        return frozenset()
+    return frozenset(_TOP_DEF.findall(_read_text(path)))
 
 
 def _xla_files(root: str) -> List[Tuple[str, frozenset, tuple]]:
@@ -349,11 +346,7 @@ def _xla_files(root: str) -> List[Tuple[str, frozenset, tuple]]:
             if seen > _SCAN_LIMIT:
                 return out
             path = os.path.join(folder, name)
-            try:
-                with open(path, "rb") as f:
-                    text = f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
-            except OSError:
-                continue
+            text = _read_text(path)
             if might_match(text):
                 names, imports = set(), []
                 for module, listed, plain, modules in _IMPORT_LINE.findall(text):
