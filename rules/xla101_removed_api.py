@@ -129,4 +129,4 @@ class RemovedApi(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice(use.target)}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice()}"

@@ -66,4 +66,4 @@ class MovedModule(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.row.advice(use.target)}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice()}"

@@ -128,4 +128,4 @@ class ChangedArgument(LifecycleRule):
             status = indirect_phrase(row)
         else:
             status = removal_phrase(row, use.state)
-        return f"{use.api}: {row.argument.label} {status}; {row.advice(use.target)}"
+        return f"{use.api}: {row.argument.label} {status}; {use.advice()}"

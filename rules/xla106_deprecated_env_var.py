@@ -72,4 +72,4 @@ class DeprecatedEnvVar(LifecycleRule):
             status = f"is {row.effect} before torch_xla {row.added_in}"
         else:
             status = removal_phrase(row, use.state)
-        return f"environment variable {name} {status}; {row.advice(use.target)}"
+        return f"environment variable {name} {status}; {use.advice()}"

@@ -1,18 +1,14 @@
 """XLA217 use-spmd-after-device-use."""
 import ast
-import re
 from typing import Iterator, List
 
+from flake8_xla.analysis.devices import XLA_DEVICE_CALLS, placements
+from flake8_xla.analysis.flow import FlowFacts, within
 from flake8_xla.analysis.fsdp import EXAMPLE_XR, USE_SPMD
-from flake8_xla.analysis.flow import dotted, within
-from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-# Calls that hand out the XLA device: the first one locks the runtime out of SPMD mode.
-DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device",
-                          "xla_compat.device", "xla_compat.runtime.device"})
-_XLA_DEVICE_TEXT = re.compile(r"xla(:\d+)?")
 HEADER = "import torch\nimport torch_xla\n" + EXAMPLE_XR
 
 
@@ -71,11 +67,11 @@ class UseSpmdAfterDeviceUse(Rule):
                 continue
             if ref.qualname == USE_SPMD:
                 calls.append(ref.call)
-            elif ref.qualname in DEVICE_CALLS:
+            elif ref.qualname in XLA_DEVICE_CALLS:  # taking the device locks the runtime out of SPMD
                 uses.append(ref.call)
         if not calls:
             return
-        uses.extend(_placements(ctx.tree))
+        uses.extend(node for node, _ in placements(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname))
         if not uses:
             return
         placed = [(use, ctx.get(FlowFacts).place(use)) for use in uses]
@@ -91,25 +87,3 @@ class UseSpmdAfterDeviceUse(Rule):
                     f"use_spmd() is called after the XLA device was used (line {first}): torch_xla then "
                     "replicates every tensor already on the device to force SPMD mode; call use_spmd() first, "
                     "at the start of the program"))
-
-
-def _placements(tree: ast.AST) -> Iterator[ast.AST]:
-    """``.to(<xla device>)`` calls and ``device=<xla device>`` keywords, the device written out."""
-    for node in ast.walk(tree):
-        if type(node) is not ast.Call:
-            continue
-        func = node.func
-        if type(func) is ast.Attribute and func.attr == "to" and node.args and _names_xla(node.args[0]):
-            yield node
-            continue
-        for keyword in node.keywords:
-            if keyword.arg == "device" and _names_xla(keyword.value):
-                yield keyword.value
-                break
-
-
-def _names_xla(node: ast.AST) -> bool:
-    """``'xla'``, ``'xla:0'`` or ``torch.device('xla')``."""
-    if type(node) is ast.Call and dotted(node.func) in ("torch.device", "device") and node.args:
-        node = node.args[0]
-    return type(node) is ast.Constant and type(node.value) is str and bool(_XLA_DEVICE_TEXT.fullmatch(node.value))

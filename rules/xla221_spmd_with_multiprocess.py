@@ -1,8 +1,9 @@
 """XLA221 spmd-with-multiprocess."""
 import ast
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
-from flake8_xla.analysis.fsdp import EXAMPLE_XR, LAUNCH, SPAWN, USE_SPMD
+from flake8_xla.analysis.fsdp import EXAMPLE_XR, USE_SPMD
+from flake8_xla.analysis.launches import LAUNCH, SPAWN, Launches
 from flake8_xla.analysis.flow import FlowFacts, Place, argument, within
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
@@ -70,37 +71,32 @@ class SpmdWithMultiprocess(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        enables: List[ast.Call] = []
-        starts: List[Tuple[ast.Call, str]] = []
-        for ref in ctx.get(SemanticModel).references:
-            call = ref.call
-            if call is None:
-                continue
-            if ref.qualname == USE_SPMD:
-                enables.append(call)
-            elif ref.qualname in LAUNCH:
-                starts.append((call, "launch"))
-            elif ref.qualname in SPAWN:
-                starts.append((call, "spawn"))
-            elif ref.qualname in INIT_GROUP and _xla_backend(call):
-                starts.append((call, "group"))
-        if not enables or not starts:
+        enables = [ref.call for ref in ctx.get(SemanticModel).references
+                   if ref.call is not None and ref.qualname == USE_SPMD]
+        if not enables:
             return
+        launches = ctx.get(Launches)
         workers = {stmt.name: stmt for stmt in ctx.tree.body if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef)}
-        for call, kind in starts:
-            at = ctx.get(FlowFacts).place(call)
+        # (call, kind, the top-level function it launches, whether it stays in this process)
+        starts: List[Tuple[ast.Call, str, Optional[ast.AST], bool]] = [
+            (launch.call, "launch" if launch.qualname in LAUNCH else "spawn",
+             workers.get(launch.target.id) if launch.target is not None else None, launches.single_process(launch))
+            for launch in launches.of(LAUNCH | SPAWN)]
+        starts.extend((ref.call, "group", None, False) for ref in ctx.get(SemanticModel).references
+                      if ref.call is not None and ref.qualname in INIT_GROUP and _xla_backend(ref.call))
+        flow = ctx.get(FlowFacts)
+        for call, kind, worker, single in sorted(starts, key=lambda s: (s[0].lineno, s[0].col_offset)):
+            at = flow.place(call)
             if at is None:
                 continue
-            enable = _enabling(call, kind, at, enables, ctx.get(FlowFacts), ctx.tree, workers)
+            enable = _enabling(call, kind, at, enables, flow, ctx.tree, worker, single)
             if enable is not None:
                 yield self.diagnostic(ctx, call, _message(kind, enable.lineno))
 
 
 def _enabling(call: ast.Call, kind: str, at: Place, enables: List[ast.Call], flow: FlowFacts,
-              tree: ast.AST, workers: Dict[str, ast.AST]) -> Optional[ast.Call]:
+              tree: ast.AST, worker: Optional[ast.AST], single: bool) -> Optional[ast.Call]:
     """The use_spmd() call that surely runs in the same program as ``call``."""
-    worker = workers.get(_name(call.args[0])) if kind != "group" and call.args else None
-    single = kind != "group" and _single_process(call, kind)
     for enable in sorted(enables, key=lambda c: (c.lineno, c.col_offset)):
         spmd = flow.place(enable)
         if spmd is None:
@@ -129,17 +125,6 @@ def _message(kind: str, line: int) -> str:
             "use a CPU process group (backend='gloo') for host-side coordination")
 
 
-def _name(node: ast.AST) -> Optional[str]:
-    return node.id if type(node) is ast.Name else None
-
-
 def _xla_backend(call: ast.Call) -> bool:
     backend = argument(call, 0, "backend")
     return type(backend) is ast.Constant and type(backend.value) is str and backend.value.lower() == "xla"
-
-
-def _single_process(call: ast.Call, kind: str) -> bool:
-    """``xmp.spawn(fn, nprocs=1)`` or ``torch_xla.launch(fn, debug_single_process=True)``."""
-    keyword, index = ("nprocs", 2) if kind == "spawn" else ("debug_single_process", 3)
-    value = argument(call, index, keyword)
-    return type(value) is ast.Constant and value.value == 1  # True == 1 too

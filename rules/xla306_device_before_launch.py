@@ -1,22 +1,16 @@
 """XLA306 device-before-launch."""
 import ast
-import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Iterator, List, Tuple
 
-from flake8_xla.analysis.flow import FlowFacts, Place, argument, is_constant, is_main_guard
-from flake8_xla.analysis.fsdp import EXAMPLE_XM, LAUNCH, SPAWN
+from flake8_xla.analysis.devices import RUNTIME_STARTS, placements
+from flake8_xla.analysis.flow import FlowFacts, Place
+from flake8_xla.analysis.fsdp import EXAMPLE_XM
+from flake8_xla.analysis.launches import Launches
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
-from flake8_xla.analysis.semantic import SemanticModel
 
-# Calls that initialize the XLA runtime of the calling process.
-DEVICE_CALLS = frozenset({
-    "torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.devices", "torch_xla.torch_xla.devices",
-    "torch_xla.core.xla_model.xla_device", "torch_xla.core.xla_model.get_xla_supported_devices",
-    "xla_compat.device", "xla_compat.runtime.device", "xla_compat.devices", "xla_compat.runtime.devices",
-})
-_XLA_DEVICE_TEXT = re.compile(r"xla(:\d+)?")
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # run_multiprocess() refuses an initialized runtime since 2.3; before, the workers just find the devices taken
 _CHECKED_SINCE = Version(2, 3)
 XMP = "import torch_xla.distributed.xla_multiprocessing as xmp\n"
@@ -125,27 +119,19 @@ class DeviceBeforeLaunch(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        launches: List[Tuple[ast.Call, str]] = []
-        uses: List[Tuple[ast.AST, str]] = []
-        for ref in ctx.get(SemanticModel).references:
-            call = ref.call
-            if call is None:
-                continue
-            if ref.qualname in LAUNCH or ref.qualname in SPAWN:
-                if not _single_process(call, ref.qualname in SPAWN):
-                    launches.append((call, ref.written_prefix(ref.qualname)))
-            elif ref.qualname in DEVICE_CALLS:
-                uses.append((call, ref.written_prefix(ref.qualname) + "()"))
+        launches = ctx.get(Launches).processes()
         if not launches:
             return
-        uses.extend(_placements(ctx.tree, ctx.get(FlowFacts)))
+        uses: List[Tuple[ast.AST, str]] = [(ref.call, ref.written_prefix(ref.qualname) + "()")
+                                           for ref in ctx.get(SemanticModel).references
+                                           if ref.call is not None and ref.qualname in RUNTIME_STARTS]
+        flow = ctx.get(FlowFacts)
+        uses.extend(placements(ctx.get(NodeIndex), flow.qualname))
         if not uses:
             return
-        launched = {call.args[0].id for call, _ in launches if call.args and type(call.args[0]) is ast.Name}
-        uses.extend(_helper_calls(ctx.tree, uses, launched, {id(call) for call, _ in launches}))
-        flow = ctx.get(FlowFacts)
-        placed = [(call, spelled, flow.place(call)) for call, spelled in sorted(launches, key=lambda c: _start(c[0]))]
-        entries: Optional[_Entries] = None
+        uses.extend(ctx.get(Launches).helper_calls(uses))
+        placed = [(launch.call, launch.spelled, flow.place(launch.call))
+                  for launch in sorted(launches, key=lambda launch: _start(launch.call))]
         for node, what in sorted(uses, key=lambda u: _start(u[0])):
             at = flow.place(node)
             if at is None:
@@ -154,8 +140,7 @@ class DeviceBeforeLaunch(Rule):
                 if where is None:
                     continue
                 if at.scope is ctx.tree:
-                    entries = entries or _Entries(ctx.tree)
-                    hit = _runs_before_from_top(node, call, where, ctx.tree, entries)
+                    hit = _runs_before_from_top(ctx, node, call, where)
                 else:
                     hit = at.scope is where.scope and type(at.scope) is not ast.ClassDef and _before(node, call)
                 if hit:
@@ -182,113 +167,14 @@ def _before(node: ast.AST, launch: ast.AST) -> bool:
     return _start(node) < (launch.end_lineno, launch.end_col_offset)
 
 
-def _single_process(call: ast.Call, spawn: bool) -> bool:
-    """``xmp.spawn(fn, nprocs=1)`` or ``torch_xla.launch(fn, debug_single_process=True)``: no new process."""
-    if spawn:
-        nprocs = argument(call, 2, "nprocs")
-        return type(nprocs) is ast.Constant and nprocs.value == 1
-    return is_constant(argument(call, 3, "debug_single_process"), True)
-
-
-def _runs_before_from_top(node: ast.AST, launch: ast.Call, where: Place, tree: ast.AST, entries: "_Entries") -> bool:
+def _runs_before_from_top(ctx: FileContext, node: ast.AST, launch: ast.Call, where: Place) -> bool:
     """Whether top-level ``node`` runs before ``launch``: before it at top level, before a top-level use
     of the function (or class) that leads to it, or at import when nothing at top level leads to it
     (callers elsewhere import the module first)."""
-    if where.scope is tree:
+    if where.scope is ctx.tree:
         return _before(node, launch)
-    triggers = entries.triggers(where.owners[0].name)
+    launches = ctx.get(Launches)
+    triggers = launches.triggers(where.owners[0].name)
     if triggers:
         return any(_before(node, trigger) for trigger in triggers)
-    return not entries.in_main(node)
-
-
-class _Entries:
-    """Which top-level code leads to a top-level function or class: its name used at top level, or
-    the name of another top-level function or class that uses it (one module, by name)."""
-
-    def __init__(self, tree: ast.AST) -> None:
-        self.top: Dict[str, List[ast.AST]] = {}  # name -> its top-level uses (the call when called)
-        self.inside: Dict[str, Set[str]] = {}  # top-level def/class name -> names it uses
-        self.main = [(stmt.lineno, stmt.end_lineno) for stmt in tree.body if is_main_guard(stmt)]
-        stack: List[Tuple[ast.AST, Optional[ast.AST]]] = [(child, tree) for child in ast.iter_child_nodes(tree)]
-        while stack:
-            node, parent = stack.pop()
-            if isinstance(node, _DEFS):
-                self.inside.setdefault(node.name, set()).update(
-                    sub.id for sub in ast.walk(node) if type(sub) is ast.Name and type(sub.ctx) is ast.Load)
-                continue
-            if type(node) is ast.Name and type(node.ctx) is ast.Load:
-                called = type(parent) is ast.Call and parent.func is node
-                self.top.setdefault(node.id, []).append(parent if called else node)
-            stack.extend((child, node) for child in ast.iter_child_nodes(node))
-
-    def triggers(self, name: str) -> List[ast.AST]:
-        reached, frontier = {name}, [name]
-        while frontier:
-            current = frontier.pop()
-            for other, names in self.inside.items():
-                if other not in reached and current in names:
-                    reached.add(other)
-                    frontier.append(other)
-        return [use for n in reached for use in self.top.get(n, ())]
-
-    def in_main(self, node: ast.AST) -> bool:
-        return any(start <= node.lineno <= end for start, end in self.main)
-
-
-def _helper_calls(tree: ast.AST, uses: List[Tuple[ast.AST, str]], launched: Set[str],
-                  launch_calls: Set[int]) -> List[Tuple[ast.AST, str]]:
-    """Calls of the module's functions that use the device (directly or through each other): ``setup()``
-    before the launch starts the runtime as surely as its body. Not the launched functions, and not the
-    ones that launch themselves (where their own order decides, above)."""
-    by_id = {id(node): (node, what) for node, what in uses}
-    functions = {node.name: node for node in tree.body if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)
-                 and node.name not in launched}
-    inside = {name: list(ast.walk(fn)) for name, fn in functions.items()}
-    inside = {name: nodes for name, nodes in inside.items() if not any(id(n) in launch_calls for n in nodes)}
-    reason: Dict[str, str] = {}
-    for name, nodes in inside.items():
-        found = next((by_id[id(n)] for n in nodes if id(n) in by_id), None)
-        if found is not None:
-            reason[name] = f"{found[1]} on line {found[0].lineno}"
-    changed = True
-    while changed:  # a helper that calls a helper that uses the device
-        changed = False
-        for name, nodes in inside.items():
-            if name in reason:
-                continue
-            callee = next((n.func.id for n in nodes if type(n) is ast.Call and type(n.func) is ast.Name
-                           and n.func.id in reason), None)
-            if callee is not None:
-                reason[name] = f"{callee}() on line {functions[callee].lineno}"
-                changed = True
-    return [(node, f"{node.func.id}() (it uses {reason[node.func.id]})") for node in ast.walk(tree)
-            if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in reason]
-
-
-def _placements(tree: ast.AST, flow: FlowFacts) -> Iterator[Tuple[ast.AST, str]]:
-    """``.to('xla')`` calls and ``device='xla:0'`` keywords (also ``torch.device('xla')`` there)."""
-    for node in ast.walk(tree):
-        if type(node) is not ast.Call:
-            continue
-        func = node.func
-        if type(func) is ast.Attribute and func.attr == "to" and node.args:
-            text = _xla_text(node.args[0], flow)
-            if text:
-                yield node, f".to({text})"
-                continue
-        for keyword in node.keywords:
-            text = _xla_text(keyword.value, flow) if keyword.arg == "device" else None
-            if text:
-                yield keyword.value, f"device={text}"
-                break
-
-
-def _xla_text(node: ast.AST, flow: FlowFacts) -> Optional[str]:
-    """How an XLA device written out by name reads (``'xla:0'``, ``torch.device('xla', 0)``), else None."""
-    name = node
-    if type(node) is ast.Call and node.args and flow.qualname(node.func) == "torch.device":
-        name = node.args[0]
-    if type(name) is not ast.Constant or type(name.value) is not str or not _XLA_DEVICE_TEXT.fullmatch(name.value):
-        return None
-    return ast.unparse(node)
+    return not launches.in_main(node)

@@ -1,23 +1,14 @@
 """XLA403 xla-tensors-saved-with-torch-save."""
-import ast
-import functools
-from typing import Dict, Iterator, List, Optional
+from typing import Iterator
 
 from flake8_xla.analysis.checkpoints import Checkpointing
-from flake8_xla.analysis.flow import FlowFacts, Position, argument, dotted
+from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import EXAMPLE_XM, TORCH_SAVE, USE_SPMD, checkpoint_facts
 from flake8_xla.analysis.loops import StepRegions, is_test_file
+from flake8_xla.analysis.placement import XlaPlacement
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-# methods that return the module they are called on (``Net().to(device).train()``)
-_SELF_METHODS = frozenset({"to", "train", "eval", "float", "half", "bfloat16", "double", "requires_grad_"})
-# torch factories; with ``device=<the XLA device>`` they make XLA tensors
-_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "tensor", "eye",
-                        "linspace", "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like"})
-_OPTIMIZERS_WITHOUT_STATE = frozenset({"torch.optim.SGD"})  # without momentum it keeps no tensors
 ADVICE = ("save CPU copies instead: xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), "
           "or torch.save of {k: v.cpu() for k, v in state_dict.items()}")
 
@@ -125,7 +116,7 @@ class XlaTensorsSavedWithTorchSave(Rule):
         saves = [s for s in checkpoint_facts(ctx).saves if s.qualname == TORCH_SAVE and not s.unpacked]
         if not saves or is_test_file(ctx.filename) or _sharded_program(ctx):
             return  # a test saves XLA tensors on purpose (serialization tests)
-        judge = _Placement(ctx)
+        judge = ctx.get(XlaPlacement)
         never = ctx.get(StepRegions).never_on_xla
         for save in saves:
             if id(save.call) in never or save.data is None:
@@ -143,138 +134,3 @@ def _sharded_program(ctx: FileContext) -> bool:
     if ctx.get(FlowFacts).fsdp_refs or ctx.get(Checkpointing).shardings:
         return True
     return any(r.qualname == USE_SPMD for r in ctx.get(SemanticModel).references if not r.is_import)
-
-
-class _Placement:
-    """Which names hold a module, optimizer or tensor on the XLA device where a save runs."""
-
-    def __init__(self, ctx: FileContext) -> None:
-        self.ctx = ctx
-        self.flow: FlowFacts = ctx.get(FlowFacts)
-        self.flow.collect()
-        self.tensors: TensorFacts = ctx.get(TensorFacts)
-
-    def holds(self, expr: ast.AST, at: Position, depth: int) -> Optional[str]:
-        """How the message names the XLA data ``expr`` is or carries, or None."""
-        kind = type(expr)
-        if kind is ast.Dict:
-            return self._first([v for v in expr.values if v is not None], at, depth)
-        if kind in (ast.List, ast.Tuple):
-            return self._first(expr.elts, at, depth)
-        if kind is ast.Call:
-            func = expr.func
-            if type(func) is ast.Attribute and func.attr == "state_dict" and not expr.args:
-                return self._state_of(dotted(func.value), at)
-            if type(func) is ast.Name and func.id == "dict" and self.flow.reference(func) is None:
-                return self._first(list(expr.args) + [k.value for k in expr.keywords], at, depth)
-            return None
-        name = dotted(expr)
-        if name is None or depth <= 0:
-            return None
-        line = self.module_on_xla(name, at) if self.tensors.kind(expr) == "module" else None
-        if line is not None:
-            return f"model `{name}` (on the XLA device since line {line})"
-        binding = self.flow.binding_of(expr)
-        if binding is None:
-            return None
-        if self._made_on_xla(binding.value):
-            return f"tensor `{name}` (on the XLA device since line {binding.at.statement.lineno})"
-        return self.holds(binding.value, at, depth - 1)
-
-    def _first(self, items: List[ast.AST], at: Position, depth: int) -> Optional[str]:
-        return next(filter(None, (self.holds(i, at, depth) for i in items)), None)
-
-    def _state_of(self, owner: Optional[str], at: Position) -> Optional[str]:
-        if owner is None:
-            return None
-        line = self.module_on_xla(owner, at)
-        if line is not None:
-            return f"the state_dict() of model `{owner}` (on the XLA device since line {line})"
-        build = self.flow.optimizer_named(owner, at.statement)
-        if build is None or build.param_groups or not self.flow.runs_before(build.at, at) or \
-                self.flow.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
-                not _has_momentum(build.call):
-            return None
-        for module in build.params_of:
-            line = self.module_on_xla(module, at)
-            if line is not None:
-                return (f"the state_dict() of optimizer `{owner}` (over the parameters of `{module}`, on the XLA "
-                        f"device since line {line})")
-        return None
-
-    def module_on_xla(self, name: str, at: Position) -> Optional[int]:
-        """The line since which the module ``name`` is on the XLA device where ``at`` runs: its last
-        binding before ``at`` moves it there (``model = Net().to(device)``), or a ``model.to(device)``
-        statement after that binding does; nothing moves it elsewhere or rebinds it in between."""
-        bound = self.flow.bindings_before(name, at)
-        last = bound[-1] if bound else None
-        if last is not None and not self.flow.runs_before(last.at, at):
-            return None  # bound in a branch or loop: which value reaches the save is unknown
-        since = last.at.order if last is not None else -1
-        found: Optional[int] = None
-        if last is not None and self._moved_to_xla(last.value):
-            found = last.at.statement.lineno
-        for move in self.flow.moves:
-            if move.name != name or move.at.scope is not at.scope or not since < move.at.order < at.order:
-                continue
-            call = move.at.statement.value
-            if self._device(call) is not None:
-                if self.flow.runs_before(move.at, at):
-                    found = move.at.statement.lineno
-            else:
-                found = None  # moved to the CPU (or somewhere unknown) since
-        if found is None:
-            return None
-        for node in self._away_calls(name, at.scope):
-            position = self.flow.position(node)
-            if position is not None and since < position.order < at.order:
-                return None  # model.cpu() since
-        return found
-
-    def _moved_to_xla(self, value: ast.AST) -> bool:
-        """``Net().to(device)``, also with ``.train()``/``.eval()``... around it."""
-        while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in _SELF_METHODS:
-            if value.func.attr == "to" and self._device(value) is not None:
-                return True
-            value = value.func.value
-        return False
-
-    def _device(self, call: ast.Call) -> Optional[ast.AST]:
-        """The XLA device a ``.to(...)`` call moves to, or None."""
-        where = argument(call, 0, "device")
-        return self.tensors.xla_device_value(where) if where is not None else None
-
-    def _made_on_xla(self, value: ast.AST) -> bool:
-        """A tensor made on the XLA device: ``x.to(device)`` or ``torch.zeros(n, device=device)``."""
-        if type(value) is not ast.Call:
-            return False
-        func = value.func
-        qualname = self.flow.qualname(func) or ""
-        if qualname.startswith("torch.") and qualname[6:] in _FACTORIES:
-            device = next((k.value for k in value.keywords if k.arg == "device"), None)
-            return device is not None and self.tensors.xla_device_value(device) is not None
-        return type(func) is ast.Attribute and func.attr == "to" and not qualname and \
-            self._device(value) is not None and self.tensors.kind(func.value) != "module"
-
-    def _away_calls(self, name: str, scope: ast.AST) -> List[ast.Call]:
-        """``name.cpu()`` / ``name.to(<not the XLA device>)`` calls in ``scope``."""
-        return [c for c in self._method_calls.get(name, ()) if self.flow.position(c) is not None and
-                self.flow.position(c).scope is scope and
-                (c.func.attr == "cpu" or c.func.attr == "to" and self._device(c) is None)]
-
-    @functools.cached_property
-    def _method_calls(self) -> Dict[str, List[ast.Call]]:
-        """``<dotted name>.cpu(...)`` / ``.to(...)`` calls of the file by receiver."""
-        out: Dict[str, List[ast.Call]] = {}
-        for call in self.ctx.get(NodeIndex).of(ast.Call):
-            func = call.func
-            if type(func) is ast.Attribute and func.attr in ("cpu", "to"):
-                name = dotted(func.value)
-                if name:
-                    out.setdefault(name, []).append(call)
-        return out
-
-
-def _has_momentum(call: ast.Call) -> bool:
-    value = argument(call, 2, "momentum")
-    return value is not None and not (type(value) is ast.Constant and not value.value)

@@ -1,21 +1,13 @@
 """XLA901 dataloader-without-drop-last."""
 import ast
-import re
-from typing import Dict, Iterator
+from typing import Iterator
 
 from flake8_xla.analysis.flow import argument
-from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.loaders import BATCH_SAMPLER, BATCH_SIZE, DROP_LAST, DataLoaders
 from flake8_xla.analysis.loops import StepRegions
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-# DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
-_BATCH_SIZE, _SAMPLER, _BATCH_SAMPLER, _DROP_LAST = 1, 3, 4, 8
-# loaders for evaluation keep every sample on purpose (dropping changes the metric or loses predictions)
-_EVALUATION = re.compile(r"(?i)val|test|eval|predict|infer|submission")
-_TRAINING = re.compile(r"(?i)train|tune|fit")
 HEADER = "import torch_xla\nfrom torch.utils.data import DataLoader\n\n"
 
 
@@ -83,27 +75,24 @@ class DataloaderWithoutDropLast(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        loaders = [r for r in ctx.get(SemanticModel).references if r.call is not None and r.qualname in DATALOADER]
-        if not loaders or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
-                                  for r in ctx.get(SemanticModel).references):
+        loaders = ctx.get(DataLoaders)
+        if not loaders.references or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
+                                             for r in ctx.get(SemanticModel).references):
             return
-        names: Dict[int, str] = {}  # id(value) -> the text of what it is assigned to
-        for node in ctx.get(NodeIndex).of(ast.Assign):
-            names[id(node.value)] = " ".join(ast.unparse(t) for t in node.targets)
         never = ctx.get(StepRegions).never_on_xla
-        for ref in loaders:
+        for ref in loaders.references:
             call = ref.call
-            if id(call) in never or _for_evaluation(ctx, call, names) or _endless(ctx, call):
+            if id(call) in never or loaders.for_evaluation(call) or loaders.endless(call):
                 continue
             if any(kw.arg is None for kw in call.keywords) or any(type(a) is ast.Starred for a in call.args):
                 continue  # **kwargs / *args: the arguments are unknown
-            sampler = argument(call, _BATCH_SAMPLER, "batch_sampler")
+            sampler = argument(call, BATCH_SAMPLER, "batch_sampler")
             if sampler is not None and not _is(sampler, None):
                 continue
-            size = argument(call, _BATCH_SIZE, "batch_size")
+            size = argument(call, BATCH_SIZE, "batch_size")
             if size is None or _is(size, None) or _is(size, 1):
                 continue  # batch_size defaults to 1: every batch is full
-            drop = argument(call, _DROP_LAST, "drop_last")
+            drop = argument(call, DROP_LAST, "drop_last")
             if drop is not None and (type(drop) is not ast.Constant or drop.value):
                 continue  # drop_last=True, or not known here
             spelled = ref.written_prefix(ref.qualname)
@@ -113,26 +102,6 @@ class DataloaderWithoutDropLast(Rule):
                 f"{written} yields a smaller last batch when the dataset size is not a multiple of batch_size: "
                 "a new input shape that XLA compiles as a separate graph; pass drop_last=True, or pad the last "
                 "batch to the full size"))
-
-
-def _for_evaluation(ctx: FileContext, call: ast.Call, names: Dict[int, str]) -> bool:
-    """Whether the loader's name, else the function around it, else its dataset says evaluation (the
-    first of them that says either: `val_loader = DataLoader(MNIST(train=False))` is for evaluation)."""
-    scope = ctx.get(NodeIndex).scope_of(call)
-    for said in (names.get(id(call), ""), getattr(scope, "name", ""), ast.unparse(call.args[0]) if call.args else ""):
-        if _TRAINING.search(said):
-            return False
-        if _EVALUATION.search(said):
-            return True
-    return False
-
-
-def _endless(ctx: FileContext, call: ast.Call) -> bool:
-    """A sampler drawing with replacement (``RandomSampler(ds, replacement=True, num_samples=...)``)."""
-    sampler = argument(call, _SAMPLER, "sampler")
-    if type(sampler) is ast.Name:
-        sampler = ctx.get(TensorFacts).assigned_value(sampler) or sampler
-    return type(sampler) is ast.Call and any(k.arg == "replacement" and _is(k.value, True) for k in sampler.keywords)
 
 
 def _is(node: ast.AST, value: object) -> bool:

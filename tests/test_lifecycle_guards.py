@@ -374,3 +374,34 @@ def test_env_value_from_a_conditional_expression():
         (4, 12, "XLA106", "environment variable XLA_USE_BF16 is deprecated since torch_xla 2.4; "
                           "convert the model and inputs to bf16 yourself (model.to(torch.bfloat16))"),
     ]
+
+
+# 9. a fallback chain tries the legacy call first and goes on without it
+
+
+def test_a_value_tried_under_a_broad_except_is_a_probe_not_a_use():
+    assert check(XM + XR + """
+        try:
+            n = xm.xrt_world_size()
+        except Exception:
+            pass
+        n = xr.world_size()
+    """) == []
+
+
+@pytest.mark.parametrize("body", ["xm.mark_step()", "n = xm.xrt_world_size()\n    m = n * 2"])
+def test_a_statement_that_does_something_under_a_broad_except_is_still_reported(body):
+    found = check(XM + "try:\n    " + body + "\nexcept Exception:\n    pass\n")
+    assert [(line, col, code) for line, col, code, _ in found] == \
+        [(3, 5, "XLA102")] if "mark_step" in body else [(3, 9, "XLA101")]
+
+
+def test_the_process_group_advice_under_spmd_is_a_cpu_group():
+    rendezvous = ("xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not deprecated; it warns "
+                  "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); ")
+    assert check(XM + XR + "xm.rendezvous('init')\n") == [(3, 1, "XLA103", rendezvous + (
+        "it needs a process group: torch.distributed.init_process_group('xla', init_method='xla://') in every "
+        "worker; companion: xla_compat.rendezvous()"))]
+    assert check(XM + XR + "xr.use_spmd()\nxm.rendezvous('init')\n") == [(4, 1, "XLA103", rendezvous + (
+        "it needs a process group, under SPMD a CPU one (the 'xla' backend asserts with SPMD): "
+        "torch.distributed.init_process_group('gloo', init_method='xla://'); companion: xla_compat.rendezvous()"))]

@@ -220,6 +220,32 @@ def test_the_cuda_copy_of_a_training_loop_beside_the_xla_one() -> None:
     assert [(d.line, d.code) for d in lint_source(source) if d.code.startswith("XLA3")] == [(14, "XLA303")]
 
 
+def test_the_cuda_copy_moves_through_a_device_name_and_the_flag_branch_stays_xla() -> None:
+    source = textwrap.dedent("""\
+        import torch
+        import torch_xla
+
+
+        def train_cuda(model, loader, optimizer):
+            device = torch.device("cuda")
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+
+
+        def train_either(model, loader, optimizer, tpu):
+            device = torch_xla.device() if tpu else torch.device("cuda")
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+    """)
+    assert [(d.line, d.col, d.code) for d in lint_source(source) if d.code.startswith("XLA3")] == [(20, 14, "XLA303")]
+
+
 def test_a_loop_that_leaves_after_its_first_batch_is_no_step() -> None:
     source = textwrap.dedent("""\
         import torch

@@ -54,6 +54,9 @@ def to_cpu(call: ast.Call) -> bool:
     return type(where) is ast.Constant and where.value == "cpu"
 
 
+PARTIAL = "functools.partial"  # partial(fn, ...) runs fn
+
+
 def dotted(node: Optional[ast.AST]) -> Optional[str]:
     """``a.b.c`` for a Name/Attribute chain (``self.model``), else None."""
     parts = []

@@ -1,7 +1,7 @@
 """FSDP and SPMD facts shared by the XLA2xx rules.
 
 What the rules must agree on, kept in one place: the qualified names of torch_xla's checkpoint,
-consolidation, launch and SPMD APIs; the checkpoint facts of a file (which saves write an FSDPv1
+consolidation and SPMD APIs; the checkpoint facts of a file (which saves write an FSDPv1
 model's sharded state, and whether a path holds the rank); whether code belongs to the file's own
 program; and the import headers that the rules' examples share. Control flow (positions, run
 order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
@@ -32,11 +32,6 @@ CHECKPOINT_MODULE = frozenset({"torch_xla.distributed.fsdp.checkpoint_module",
                                "torch_xla.distributed.fsdp.utils.checkpoint_module"})
 CONSOLIDATE = frozenset({"torch_xla.distributed.fsdp.consolidate_sharded_model_checkpoints",
                          "torch_xla.distributed.fsdp.state_dict_utils.consolidate_sharded_model_checkpoints"})
-# start ``fn(index, ...)`` once per device
-LAUNCH = frozenset({"torch_xla.launch", "torch_xla.torch_xla.launch", "xla_compat.launch",
-                    "xla_compat.supervisor.launch"})
-SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn"})
-PARTIAL = "functools.partial"
 
 USE_SPMD = "torch_xla.runtime.use_spmd"
 # torch_xla.distributed.spmd re-exports xla_sharding; torch_xla.experimental.xla_sharding is the pre-2.5 home

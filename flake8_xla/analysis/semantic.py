@@ -3,8 +3,9 @@
 It resolves every name and dotted attribute chain to the qualified name it refers to
 (``xm.mark_step`` -> ``torch_xla.core.xla_model.mark_step``) through all import forms and
 Python's scoping rules, and marks which references sit in compatibility code: under
-``try/except ImportError|AttributeError``, in ``hasattr(...)`` branches, or in branches gated on a
-torch_xla/torch version. The walk is iterative so deeply nested input cannot exhaust the stack.
+``try/except ImportError|AttributeError`` (or a one-assignment probe under ``except Exception``), in
+``hasattr(...)`` branches, or in branches gated on a torch_xla/torch version. The walk is iterative
+so deeply nested input cannot exhaust the stack.
 """
 from __future__ import annotations
 
@@ -855,6 +856,8 @@ def _visit_try(model: SemanticModel, node, parent, scope: Scope, guard: int, pus
         # `except ImportError: pass` (or a log line, or a flag): on a release without the module
         # the feature is silently off, so the imports of the try body are no compat code
         extra &= ~(COMPAT | BROAD)
+    if extra & BROAD and _probe(node):
+        extra |= COMPAT
     for handler in reversed(node.handlers):
         if handler.name:
             scope.bind(handler.name, LOCAL)
@@ -862,6 +865,14 @@ def _visit_try(model: SemanticModel, node, parent, scope: Scope, guard: int, pus
         if handler.type is not None:
             push((handler.type, handler, scope, guard))
     model._push_block(node.body, node, scope, guard | extra, push)
+
+
+def _probe(node: ast.Try) -> bool:
+    """``try: n = xm.xrt_world_size()`` / ``except Exception: pass``: one value tried, in a program written
+    to go on without it (the next method of a fallback chain). A removed API there is caught like an
+    ``except AttributeError``; a statement that does something (``xm.mark_step()``) is no probe."""
+    return len(node.body) == 1 and type(node.body[0]) in (ast.Assign, ast.AnnAssign) and \
+        type(node.body[0].value) is ast.Call
 
 
 def _binds_alternative(node: ast.Try) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 from collections import Counter
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 # node type -> the fields that may hold nodes (``ctx`` holds shared Load/Store instances);
@@ -84,6 +84,45 @@ def parents(tree: ast.AST) -> Dict[int, ast.AST]:
                 out[id(value)] = node
                 push(value)
     return out
+
+
+class Parents:
+    """The file's parent map, built once and shared: rules ask ``ctx.get(Parents).of(node)``."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "Parents":
+        return cls(parents(ctx.tree))
+
+    def __init__(self, mapping: Dict[int, ast.AST]) -> None:
+        self.map = mapping
+
+    def of(self, node: ast.AST) -> Optional[ast.AST]:
+        return self.map.get(id(node))
+
+    def chain(self, node: ast.AST) -> Iterator[Tuple[ast.AST, ast.AST]]:
+        """(child, parent) pairs from ``node`` up to the module."""
+        child, parent = node, self.map.get(id(node))
+        while parent is not None:
+            yield child, parent
+            child, parent = parent, self.map.get(id(parent))
+
+
+EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+def leaves(stmt: Optional[ast.AST]) -> bool:
+    """Whether a statement leaves its block: ``return``, ``raise``, ``continue``, ``break``,
+    ``sys.exit()`` (``exit()``, ``quit()``, ``os._exit()``)."""
+    if type(stmt) in EXITS:
+        return True
+    value = getattr(stmt, "value", None)
+    if type(stmt) is not ast.Expr or type(value) is not ast.Call:
+        return False
+    func = value.func
+    name = func.id if type(func) is ast.Name else \
+        f"{func.value.id}.{func.attr}" if type(func) is ast.Attribute and type(func.value) is ast.Name else None
+    return name in _EXIT_CALLS
 
 
 class NodeIndex:

@@ -20,6 +20,7 @@ from .flow import FSDP_ANY, FlowFacts, dotted
 from .hooks import FrameworkHooks
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
+from .devices import XLA_DEVICE_CALLS, device_type
 from .project import DEVICE_LOADER, NO_PROJECT, OTHER_DEVICE, XLA_DEVICE
 from .syntax import NodeIndex, is_fallback_return, walk
 
@@ -61,8 +62,6 @@ _FACTORIES = frozenset({
 _HOST_MODULES = ("numpy.", "math.", "time.", "random.", "os.", "sys.", "json.", "re.", "datetime.", "statistics.")
 _DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoader"})
 _CPU_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-_XLA_DEVICES = frozenset({"torch_xla.core.xla_model.xla_device", "torch_xla.device", "torch_xla.torch_xla.device",
-                          "xla_compat.device"})
 _PASS_THROUGH_ITERATORS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "builtins.iter"})
 _COLLECTIVES = frozenset("torch_xla.core.xla_model." + n for n in (
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"))
@@ -89,24 +88,15 @@ def _same(kinds: Sequence[Kind]) -> Kind:
     return kinds[0] if kinds and all(k == kinds[0] for k in kinds) else None
 
 
-def _device_type(node: Optional[ast.AST]) -> Optional[str]:
-    """``"cuda"`` for ``"cuda:0"`` or ``torch.device("cuda")``: the type a device literal names."""
-    if type(node) is ast.Constant:
-        return node.value.split(":")[0] if isinstance(node.value, str) else None
-    if type(node) is ast.Call and node.args and type(node.func) is ast.Attribute and node.func.attr == "device":
-        return _device_type(node.args[0])
-    return None
-
-
 def _is_cpu(node: Optional[ast.AST]) -> bool:
     """``"cpu"``, ``"cuda:0"``, ``"mps"`` or ``torch.device("cpu")``: a device that is not XLA's."""
     if type(node) is ast.Call and len(node.args) != 1:
         return False  # torch.device("cuda", index): as before, not taken for a host device
-    return _device_type(node) in ("cpu", "cuda", "mps")
+    return device_type(node) in ("cpu", "cuda", "mps")
 
 
 def _is_cuda(node: ast.AST) -> bool:
-    return _device_type(node) == "cuda"
+    return device_type(node) == "cuda"
 
 
 def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
@@ -987,7 +977,7 @@ class TensorFacts:
         if type(node) is not ast.Call:
             return False
         qualname = self._callee(node)
-        if qualname in _XLA_DEVICES:
+        if qualname in XLA_DEVICE_CALLS:
             return True
         if qualname == "torch.device" and bool(node.args) and type(node.args[0]) is ast.Constant:
             return str(node.args[0].value).split(":")[0] == "xla"
@@ -1077,14 +1067,19 @@ class TensorFacts:
         return _is_cpu(node)
 
     def moves_to_cuda(self, call: ast.Call) -> bool:
-        """``x.cuda()`` or ``x.to("cuda")`` / ``x.to(torch.device("cuda:0"))``: CUDA code."""
+        """``x.cuda()`` or ``x.to("cuda")`` / ``x.to(torch.device("cuda:0"))``, also through a name that
+        holds such a device and never the XLA one: CUDA code."""
         func = call.func
         if type(func) is not ast.Attribute or self.qualname(func) is not None:
             return False
         if func.attr == "cuda":
             return True
         where = call.args[0] if call.args else _keyword(call, "device")
-        return func.attr == "to" and where is not None and _is_cuda(where)
+        if func.attr != "to" or where is None:
+            return False
+        if type(where) is ast.Name and not self.is_xla_device(where):
+            where = self.assigned_value(where) or where  # ``device = torch.device("cuda")`` earlier
+        return _is_cuda(where)
 
     def _is_dtype(self, node: ast.expr) -> bool:
         qualname = self.qualname(node) or ""

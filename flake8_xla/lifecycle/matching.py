@@ -13,6 +13,7 @@ from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
 from .fixes import build_fix
 from ..rule import Diagnostic, FileContext, Level, Rule
 from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
+from ..analysis.fsdp import USE_SPMD
 from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
 from ..versions import Version
 
@@ -35,7 +36,8 @@ def match_lifecycle(model: SemanticModel, table: ApiTable, target: Version) -> L
             uses.extend(_api_uses(ref, table, target, reported_statements))
         elif qualname in ENV_SETTERS and not ref.guard & COMPAT:
             uses.extend(_env_uses(ref, model, table, target))
-    return [use._replace(target=target) for use in uses]
+    spmd = any(ref.qualname == USE_SPMD and not ref.is_import for ref in model.references)
+    return [use._replace(target=target, spmd=spmd) for use in uses]
 
 
 def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -> Iterator[LifecycleUse]:
@@ -183,7 +185,7 @@ def planned_message(use: LifecycleUse) -> str:
         warning = f"it warns from torch_xla {use.row.deprecated_in}"
     else:
         warning = f"no warning as of torch_xla {api_table().latest}"
-    return f"{use.api} {phrase} by the PyTorch/XLA usability plan ({warning}); {use.row.advice(use.target)}"
+    return f"{use.api} {phrase} by the PyTorch/XLA usability plan ({warning}); {use.advice()}"
 
 
 def indirect_phrase(row: ApiRow) -> str:

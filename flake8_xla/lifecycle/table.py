@@ -82,6 +82,7 @@ class ApiRow(NamedTuple):
     # argument or environment row, the keyword or value (it fails there: state "unavailable")
     added_in: Optional[Version] = None
     instead_before: Optional[str] = None  # what to do on a target before added_in (else: advice())
+    instead_spmd: Optional[str] = None  # ``instead`` in a program that enables SPMD, where it would fail
     # not deprecated upstream, yet a use warns from this release because the API calls a deprecated
     # one (warns_through, e.g. "xla_device()"), whose warning names that API, not this one
     warns_in: Optional[Version] = None
@@ -115,17 +116,19 @@ class ApiRow(NamedTuple):
         return self.replacement is not None and (
             target is None or self.replacement_since is None or target >= self.replacement_since)
 
-    def advice(self, target: Optional[Version] = None) -> str:
+    def advice(self, target: Optional[Version] = None, spmd: bool = False) -> str:
         """What to use instead; the companion is named where the target has no upstream
-        replacement (with no target: always, as the migration guide does) and where the fix writes it."""
+        replacement (with no target: always, as the migration guide does) and where the fix writes it.
+        ``spmd``: the program enables SPMD, where some advice (the 'xla' process group) fails."""
         if self.instead_before and target is not None and self.added_in and target < self.added_in:
             return self.instead_before
+        instead = self.instead_spmd if spmd and self.instead_spmd else self.instead
         if self.replacement:
             since = f" ({self.replacement_since}+)" if self.replacement_since else ""
             text = f"use {self.replacement}{since}"
-            text = f"{text}; {self.instead}" if self.instead else text
+            text = f"{text}; {instead}" if instead else text
         else:
-            text = self.instead or "no replacement"
+            text = instead or "no replacement"
         upstream = target is not None and self.upstream_on(target) and self.fix.to != "companion"
         return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
 
@@ -140,6 +143,10 @@ class LifecycleUse(NamedTuple):
     value: Optional[str] = None  # the value an environment variable is set to
     ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
     target: Optional[Version] = None  # the release the use was judged against
+    spmd: bool = False  # the file enables SPMD (torch_xla.runtime.use_spmd())
+
+    def advice(self) -> str:
+        return self.row.advice(self.target, self.spmd)
 
 
 class ApiTable(NamedTuple):
@@ -212,6 +219,7 @@ def _row(raw: dict) -> ApiRow:
         references=tuple(raw.get("references", ())),
         added_in=_version(raw.get("added_in")),
         instead_before=raw.get("instead_before"),
+        instead_spmd=raw.get("instead_spmd"),
         warns_in=_version(raw.get("warns_in")),
         warns_through=raw.get("warns_through"),
     )
