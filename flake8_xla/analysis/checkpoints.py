@@ -17,7 +17,7 @@ from .flow import FlowFacts, Position, argument, dotted
 from .fsdp import spmd_api
 from .loops import LOOPS, SCOPES, StepRegions
 from .semantic import SemanticModel
-from .syntax import NodeIndex, parents, walk
+from .syntax import NodeIndex, Parents, walk
 
 # torch_xla's manager over torch.distributed.checkpoint (SPMD), and the companion's
 MANAGERS = frozenset({"torch_xla.experimental.distributed_checkpoint.CheckpointManager",
@@ -184,9 +184,9 @@ class Checkpointing:
         return None
 
     # -- loops ------------------------------------------------------------------------------------
-    @functools.cached_property
+    @property
     def _parents(self) -> Dict[int, ast.AST]:
-        return parents(self.ctx.tree)
+        return self.ctx.get(Parents).map
 
     def _enclosing_loops(self, node: ast.AST) -> List[ast.AST]:
         """The loops around ``node`` in its own scope, innermost first."""
