@@ -153,18 +153,7 @@ def _read(job: Job, path: str, name: str, stdin_bytes: Optional[bytes]) -> Sourc
     return decode_source(data or b"", name != "-" and is_document(name))
 
 
-def _cached(job: Job, path: str) -> Optional[FileResult]:
-    """The file's result when the cache has it (read in this process), else None: a warm run forks
-    no workers for files it does not lint."""
-    try:
-        with collector_paused():
-            return _run_file(job, path, cached_only=True)
-    except Exception:  # noqa: BLE001 - the full run of the file reports it
-        return None
-
-
-def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Optional[str] = None,
-              cached_only: bool = False) -> Optional[FileResult]:
+def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Optional[str] = None) -> FileResult:
     name = _logical_path(job, path)
     display = display_name(path, job.stdin_filename)
     result = FileResult(display)
@@ -181,7 +170,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     text = source.text
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
-        return None if cached_only else _run_document(job, path, name, display, source, assume_xla, result)
+        return _run_document(job, path, name, display, source, assume_xla, result)
     hooks_only, through_project, entry_functions = False, False, None
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-":
@@ -205,8 +194,6 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
             _keep_source_lines(job, result, text)
             return result
-    if cached_only:
-        return None
     scanned: Dict[str, str] = {}
     if through_project:
         project = project_index()
@@ -477,22 +464,6 @@ def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResu
             display = display_name("-", job.stdin_filename)
             results.append(FileResult(display, [_file_error(display, "E902", str(exc))]))
             files = [f for f in files if f != "-"]
-    if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files and job.cache is not None and \
-            not job.fix and not job.add_noqa:
-        found = [_cached(job, path) for path in files]
-        misses = [path for path, result in zip(files, found) if result is None]
-        if len(misses) < len(files):
-            linted: List[FileResult] = []
-            try:
-                _run_files(job, misses, jobs if len(misses) >= PARALLEL_MIN_FILES else 1, linted)
-            finally:  # in the files' order, also when interrupted (what finished)
-                fresh = iter(linted)
-                for result in found:
-                    result = result if result is not None else next(fresh, None)
-                    if result is None:
-                        break
-                    results.append(result)
-            return
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
         api_table()  # load the rule data and the rules once, before forking, instead of once per worker
         all_rules()
