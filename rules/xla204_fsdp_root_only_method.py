@@ -5,6 +5,7 @@ from typing import Dict, Iterator, List, Optional
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.syntax import NodeIndex
 
 ROOT_ONLY = ("clip_grad_norm_", "no_sync")
 
@@ -74,8 +75,8 @@ class FsdpRootOnlyMethod(Rule):
         for inner in v1:
             if id(inner.call) in parents:
                 inner_by_name.setdefault(inner.target, []).append(inner)
-        for node in ast.walk(ctx.tree):
-            if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr not in ROOT_ONLY:
+        for node in ctx.get(NodeIndex).of(ast.Call):
+            if type(node.func) is not ast.Attribute or node.func.attr not in ROOT_ONLY:
                 continue
             name = dotted(node.func.value)
             at = flow.position(node) if name in inner_by_name else None

@@ -8,6 +8,7 @@ from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, 
                                       has_fsdp_v1)
 from flake8_xla.analysis.flow import dotted, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.syntax import walk
 
 
 class FsdpMissingShardMetadata(Rule):
@@ -149,7 +150,7 @@ def _without_metadata(facts: CheckpointFacts, data: Optional[ast.AST]) -> Option
 def _mentions_metadata(facts: CheckpointFacts, checkpoint: ast.AST) -> bool:
     """A ``get_shard_metadata()`` call, or a key or name that speaks of metadata, in the dict (or in
     what a name in it holds): the metadata may be there under a name the rule does not follow."""
-    for node in ast.walk(checkpoint):
+    for node in walk([checkpoint]):
         if type(node) is ast.Constant and type(node.value) is str and "meta" in node.value.lower():
             return True
         text = dotted(node) if type(node) in (ast.Name, ast.Attribute) else None
@@ -159,6 +160,6 @@ def _mentions_metadata(facts: CheckpointFacts, checkpoint: ast.AST) -> bool:
             return True
         value = facts.flow.value_of(node) if type(node) is ast.Name else None
         if value is not None and any(type(n) is ast.Attribute and n.attr == "get_shard_metadata"
-                                     for n in ast.walk(value)):
+                                     for n in walk([value])):
             return True
     return False

@@ -2,8 +2,11 @@
 import ast
 from typing import Iterator, List, Optional, Tuple
 
+from flake8_xla.analysis.devices import RUNTIME_STARTS
+from flake8_xla.analysis.launches import LAUNCH, SPAWN
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex
 
 NATIVE_FSDP = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel",
@@ -12,11 +15,8 @@ NATIVE_FSDP = frozenset({
     "torch.distributed._composable.fsdp.fully_shard",
     "torch.distributed._composable.fsdp.fully_shard.fully_shard",
 })
-# references that put work on an XLA device
-XLA_DEVICE = frozenset({
-    "torch_xla.device", "torch_xla.core.xla_model.xla_device", "torch_xla.runtime.xla_device",
-    "torch_xla.devices", "torch_xla.launch", "torch_xla.distributed.xla_multiprocessing.spawn", "xla_compat.device",
-})
+# references that put work on an XLA device: taking or listing it, launching one process per device
+XLA_DEVICE = RUNTIME_STARTS | LAUNCH | SPAWN | {"torch_xla.runtime.xla_device"}
 XLA_FSDP_PREFIXES = ("torch_xla.distributed.fsdp", "torch_xla.experimental.spmd_fully_sharded_data_parallel")
 
 
@@ -73,7 +73,7 @@ class NativeFsdpOnXla(Rule):
         native = [r for r in refs if r.qualname in NATIVE_FSDP and r.call is not None]
         if not native:
             return
-        scopes = _scopes(ctx.tree)
+        scopes = _scopes(ctx.get(NodeIndex))
         for ref in native:
             scope = _innermost(scopes, ref.node)
             inside = [r for r in refs if not r.is_import and _innermost(scopes, r.node) is scope]
@@ -90,11 +90,10 @@ class NativeFsdpOnXla(Rule):
 Span = Tuple[int, int, Optional[ast.AST]]
 
 
-def _scopes(tree: ast.AST) -> List[Span]:
+def _scopes(index: NodeIndex) -> List[Span]:
     spans: List[Span] = [(1, 10 ** 9, None)]
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            spans.append((node.lineno, node.end_lineno or node.lineno, node))
+    spans.extend((node.lineno, node.end_lineno or node.lineno, node)
+                 for node in index.of(ast.FunctionDef, ast.AsyncFunctionDef))
     return spans
 
 

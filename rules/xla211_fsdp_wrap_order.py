@@ -5,6 +5,7 @@ from typing import Dict, Iterator, Optional, Tuple
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.flow import FlowFacts, Wrap, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.syntax import walk
 
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"
 ALREADY_WRAPPED = "RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'"
@@ -132,7 +133,7 @@ def _manual_under_auto_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap
     name = "FullyShardedDataParallel" if wrap.kind == "v1" else "SpmdFullyShardedDataParallel"
     raises = (f"raises ValueError 'Expected <name> to NOT be {name} if using an `auto_wrap_policy`'; use "
               "auto_wrap_policy alone, or manual inner wraps without it")
-    if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in ast.walk(wrap.inner)):
+    if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in walk([wrap.inner])):
         return policy, f"auto_wrap_policy= on a module that contains an {wrap.label} wrapper: {raises}"
     for inner in flow.wraps:
         if inner.kind == wrap.kind and flow.nested_in(inner, wrap):

@@ -6,6 +6,7 @@ from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
 from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import walk
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
@@ -120,7 +121,7 @@ def _split_groups(flow: FlowFacts, groups: ast.List, wrap: Wrap, at: Position) -
     taking = 0
     for group in (e for e in groups.elts if type(e) is ast.Dict):
         owners = set(parameter_owners(group))
-        for node in ast.walk(group):
+        for node in walk([group]):
             binding = flow.last_binding(node.id, at) if type(node) is ast.Name else None
             if binding is not None and flow.runs_before(wrap.at, binding.at):
                 owners.update(parameter_owners(binding.value))

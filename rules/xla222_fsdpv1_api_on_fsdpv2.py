@@ -1,6 +1,6 @@
 """XLA222 fsdpv1-api-on-fsdpv2."""
 import ast
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, Optional
 
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
@@ -9,6 +9,7 @@ from flake8_xla.analysis.fsdp import CONSOLIDATE
 from flake8_xla.analysis.flow import FSDP_V2, FlowFacts, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.syntax import NodeIndex
 
 CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint")
@@ -88,17 +89,12 @@ class FsdpV1ApiOnFsdpV2(Rule):
                     yield self.diagnostic(ctx, ref.call, (
                         "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files of "
                         "FSDPv1, which FSDPv2 never writes; " + CHECKPOINT_ADVICE))
-        calls: List[ast.Call] = []
-        defined = set()
-        class_of: Dict[int, ast.ClassDef] = {}  # id(method) -> its class
-        for node in ast.walk(ctx.tree):
-            kind = type(node)
-            if kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in METHODS:
-                calls.append(node)
-            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
-                defined.add(node.name)
-            elif kind is ast.ClassDef:
-                class_of.update((id(stmt), node) for stmt in node.body)
+        index = ctx.get(NodeIndex)
+        calls = [node for node in index.of(ast.Call)
+                 if type(node.func) is ast.Attribute and node.func.attr in METHODS]
+        defined = {node.name for node in index.of(ast.FunctionDef, ast.AsyncFunctionDef)}
+        class_of: Dict[int, ast.ClassDef] = {  # id(method) -> its class
+            id(stmt): node for node in index.of(ast.ClassDef) for stmt in node.body}
         for call in calls:
             method = call.func.attr
             name = dotted(call.func.value)

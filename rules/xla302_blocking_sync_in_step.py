@@ -5,7 +5,7 @@ from typing import Iterator
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.graph import hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis import syntax
+from flake8_xla.analysis.syntax import Parents, walk
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.loops import StepRegions
 
@@ -106,7 +106,7 @@ class BlockingSyncInStep(Rule):
             if region is None:
                 continue
             if parents is None:
-                parents = syntax.parents(ctx.tree)
+                parents = ctx.get(Parents).map
                 clocks = {id(r.node) for r in ctx.get(SemanticModel).references if r.qualname in _CLOCKS}
             if _timed(call, parents, clocks):
                 continue  # a wait right before reading a clock measures the step: what benchmarks do
@@ -147,5 +147,5 @@ def _timed(call: ast.Call, parents, clocks) -> bool:
         block = getattr(parent, field, None)
         if isinstance(block, list) and any(s is stmt for s in block):
             index = next(i for i, s in enumerate(block) if s is stmt)
-            return index + 1 < len(block) and any(id(n) in clocks for n in ast.walk(block[index + 1]))
+            return index + 1 < len(block) and any(id(n) in clocks for n in walk([block[index + 1]]))
     return False

@@ -11,10 +11,10 @@ from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.reads import READ_METHODS
 from flake8_xla.analysis.syntax import NodeIndex
 
 # tensor methods that copy to the host; flagged unless the receiver is known not to be a device tensor
-READS = frozenset({"item", "tolist", "numpy", "cpu"})
 # builtins and calls that read a value they are given; flagged only for a known device tensor
 CONVERSIONS = frozenset({"float", "int", "bool", "str", "repr", "format", "print"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
@@ -180,7 +180,7 @@ class HostSyncInStep(Rule):
         func = node.func
         if type(func) is ast.Attribute:
             method = func.attr
-            if method in READS or (method == "to" and to_cpu(node)):
+            if method in READ_METHODS or (method == "to" and to_cpu(node)):
                 if kind(func.value) in RULED_OUT or node.args and method != "to":
                     return None
                 if _copies_to_host(node) and _discarded(ctx, node):

@@ -12,6 +12,7 @@ from flake8_xla.versions import Version
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.reads import READ_METHODS
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.calls import ProjectCalls
 
@@ -167,15 +168,12 @@ class TrainingLoopWithoutSync(Rule):
                 "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
 
 
-_READS = frozenset({"item", "cpu", "tolist", "numpy"})
-
-
 def _reads_every_batch(loop: ast.AST) -> bool:
     """A read of a value in the loop runs the graph traced so far (XLA303/XLA307 speak of it)."""
     for node in walk([loop]):
         if type(node) is ast.Call:
             func = node.func
-            if type(func) is ast.Attribute and (func.attr in _READS or func.attr == "to" and node.args and
+            if type(func) is ast.Attribute and (func.attr in READ_METHODS or func.attr == "to" and node.args and
                                                 type(node.args[0]) is ast.Constant and node.args[0].value == "cpu"):
                 return True
             if type(func) is ast.Name and func.id in ("float", "int", "bool", "print"):

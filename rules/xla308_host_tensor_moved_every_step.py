@@ -8,7 +8,7 @@ from flake8_xla.fixing.fixpoint import FixSite
 from flake8_xla.graph import spelled, where
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.loops import StepRegions, is_test_file
-from flake8_xla.analysis.syntax import NodeIndex, parents
+from flake8_xla.analysis.syntax import NodeIndex, Parents
 from flake8_xla.analysis.tensors import DEVICE, TensorFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
@@ -138,7 +138,6 @@ class HostTensorMovedEveryStep(Rule):
         regions = ctx.get(StepRegions)
         flow = ctx.get(FlowFacts)
         tensors = ctx.get(TensorFacts)
-        parents_of = functools.lru_cache(maxsize=1)(lambda: parents(ctx.tree))
         seed = "torch_xla.manual_seed" if ctx.target.version >= _MANUAL_SEED else "xm.set_rng_state"
         for call in ctx.get(NodeIndex).of(ast.Call):
             func = call.func
@@ -148,7 +147,7 @@ class HostTensorMovedEveryStep(Rule):
             if factory is None:
                 continue
             region = regions.region_of(call)
-            if region is None or _lazy_init(call, parents_of()):
+            if region is None or _lazy_init(call, ctx.get(Parents).map):
                 continue
             target = argument(call, 0, "device")
             if target is None or not _to_device(target, tensors):

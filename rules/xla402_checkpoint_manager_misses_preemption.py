@@ -5,6 +5,7 @@ from typing import Iterator, List, Optional
 from flake8_xla.analysis.checkpoints import EXAMPLE_MANAGER, Checkpointing, ManagerBuild, loop_variables, names_in
 from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.syntax import walk
 
 HEADER = "import torch\n" + EXAMPLE_MANAGER
 # the manager's methods that consult the preemption sync point for the step they are given
@@ -144,7 +145,7 @@ class CheckpointManagerMissesPreemption(Rule):
         changing = loop_variables(loop, loop.body)
         for guard in facts.guards(call, loop):
             test = guard.test
-            if any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in ast.walk(test)) or \
+            if any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in walk([test])) or \
                     names_in(test) & changing:
                 return f"only when `{ast.unparse(test)}` (line {guard.lineno})"
         return None

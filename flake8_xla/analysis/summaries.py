@@ -9,14 +9,13 @@ from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .backends import BranchesOffXla
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, FunctionSummary, HostRead, ModuleSummary, OutgoingCall,
                       not_project)
+from .reads import READ_BUILTINS, READ_METHODS
 from .syntax import NodeIndex, is_fallback_return, walk
 from .loops import StepRegions
 from .tensors import DEVICE, TensorFacts
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_READ_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
-_READ_BUILTINS = frozenset({"float", "int", "bool"})
 _READ_FUNCTIONS = frozenset({"numpy.asarray", "numpy.array"})
 _COPIES = frozenset({".cpu()", ".numpy()", ".to()", "np.asarray()", "np.array()", "numpy.asarray()", "numpy.array()"})
 # results that no longer carry a device tensor: a parameter's shape or dtype is not its value
@@ -188,10 +187,10 @@ def _host_reads(fn: ast.AST, is_method: bool, qualname) -> Tuple[HostRead, ...]:
         if type(node) is not ast.Call:
             continue
         func, value, how = node.func, None, ""
-        if type(func) is ast.Attribute and (func.attr in _READ_METHODS and not node.args or
+        if type(func) is ast.Attribute and (func.attr in READ_METHODS and not node.args or
                                             func.attr == "to" and to_cpu(node)):
             value, how = func.value, f".{func.attr}()"
-        elif type(func) is ast.Name and func.id in _READ_BUILTINS and len(node.args) == 1 and qualname(func) is None:
+        elif type(func) is ast.Name and func.id in READ_BUILTINS and len(node.args) == 1 and qualname(func) is None:
             value, how = node.args[0], f"{func.id}()"
         elif node.args and qualname(func) in _READ_FUNCTIONS:
             value, how = node.args[0], f"{dotted(func)}()"
@@ -218,7 +217,7 @@ def _derived(node: Optional[ast.AST], origin: Dict[str, int]) -> Optional[int]:
     if kind is ast.Call:
         func = node.func
         if type(func) is ast.Attribute:
-            if func.attr in _HOST_ATTRIBUTES or func.attr in _READ_METHODS:
+            if func.attr in _HOST_ATTRIBUTES or func.attr in READ_METHODS:
                 return None
             mine = _derived(func.value, origin)
             if mine is not None:
