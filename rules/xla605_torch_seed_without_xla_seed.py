@@ -1,12 +1,13 @@
 """XLA605 torch-seed-without-xla-seed."""
 import ast
 import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Iterator, List, Optional, Tuple
 
-from flake8_xla.analysis.flow import FlowFacts, dotted
+from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex, parents
+from flake8_xla.analysis.placement import MovedModules, surely_on_xla
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
@@ -47,7 +48,6 @@ _NOT_XLA_SEEDS = ("transformers.", "lightning.", "pytorch_lightning.", "lightnin
                   "random.", "tensorflow.", "jax.")
 _DROPOUT = re.compile(r"(?i)dropout|drop_path|drop_rate")
 _TRAINING_CALLS = frozenset({"backward"})
-_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _SINCE = Version(2, 5)  # torch_xla.manual_seed
 HEADER = "import torch\nimport torch_xla\n\n"
 
@@ -217,11 +217,11 @@ def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]
         if ref.qualname in _RANDOM:
             device = next((k.value for k in call.keywords if k.arg == "device"), None)
             on_xla = tensors.xla_device_value(device) is not None if device is not None else \
-                bool(call.args) and ref.qualname.endswith("_like") and _on_xla(tensors, call.args[0], 3)
+                bool(call.args) and ref.qualname.endswith("_like") and surely_on_xla(tensors, call.args[0], 3)
             if not on_xla and device is None and ref.qualname in _FROM_OPERAND and call.args:
-                on_xla = _on_xla(tensors, call.args[0], 3)
+                on_xla = surely_on_xla(tensors, call.args[0], 3)
         elif ref.qualname in _RANDOM_INIT or ref.qualname in _DROPOUT_CALLS:
-            on_xla = bool(call.args) and _on_xla(tensors, call.args[0], 3)
+            on_xla = bool(call.args) and surely_on_xla(tensors, call.args[0], 3)
         else:
             continue
         if on_xla:
@@ -230,7 +230,7 @@ def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]
     for call in index.of(ast.Call):
         func = call.func
         if type(func) is ast.Attribute and func.attr in _RANDOM_METHODS and id(call) not in never and \
-                _on_xla(tensors, func.value, 3):
+                surely_on_xla(tensors, func.value, 3):
             found.append((call.lineno, f".{func.attr}()"))
     if found:
         return min(found)
@@ -242,37 +242,6 @@ def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]
     return (dropout, "dropout") if dropout is not None else None
 
 
-def _on_xla(tensors: TensorFacts, node: ast.AST, depth: int) -> bool:
-    """Whether ``node`` surely holds a tensor on the XLA device: made there (``device=`` an XLA
-    device), moved there (``.to(<XLA device>)``), or computed from such a tensor, through names'
-    single assignments. (The value analysis's DEVICE kind means "may be on the device".)"""
-    if depth < 0:
-        return False
-    if type(node) is ast.Name:
-        value = tensors.assigned_value(node)
-        return value is not None and _on_xla(tensors, value, depth - 1)
-    if type(node) is ast.BinOp:
-        return _on_xla(tensors, node.left, depth) or _on_xla(tensors, node.right, depth)
-    if type(node) is ast.Subscript:
-        return _on_xla(tensors, node.value, depth)
-    if type(node) is ast.Attribute:
-        return _on_xla(tensors, node.value, depth)  # ``encoded.latent_dist``
-    if type(node) is not ast.Call:
-        return False
-    device = next((k.value for k in node.keywords if k.arg == "device"), None)
-    func = node.func
-    if device is None and type(func) is ast.Attribute and func.attr == "to" and node.args:
-        device = node.args[0]
-    if device is not None:
-        return tensors.xla_device_value(device) is not None
-    if type(func) is ast.Attribute and func.attr in _TO_HOST:
-        return False
-    if type(func) is ast.Attribute and tensors.qualname(func) is None and _on_xla(tensors, func.value, depth - 1):
-        return True  # a tensor method: ``x.float()``, ``x.view(...)``, ``dist.sample()``
-    # an op or a module applied to a tensor on the device: ``torch.softmax(x)``, ``vae.encode(x)``
-    return any(_on_xla(tensors, arg, depth - 1) for arg in node.args[:2])
-
-
 def _first_dropout(ctx: FileContext, never: set) -> Optional[int]:
     """The first line that sets up dropout that surely runs on the XLA device: a Dropout layer or
     ``F.dropout`` with a constant non-zero rate, or a ``dropout=0.1`` / ``hidden_dropout_prob=0.1`` /
@@ -280,7 +249,7 @@ def _first_dropout(ctx: FileContext, never: set) -> Optional[int]:
     file built and moved, ``Net().to(device)``, or built inside such a class; a module built by a call
     that is moved). A rate from a variable may be 0 and is not counted."""
     index = ctx.get(NodeIndex)
-    moved = _Moved(ctx)
+    moved = ctx.get(MovedModules)
     lines = []
     for ref in ctx.get(SemanticModel).references:
         call = ref.call
@@ -301,78 +270,6 @@ def _first_dropout(ctx: FileContext, never: set) -> Optional[int]:
                 moved.holds(node.value):
             lines.append(node.value.lineno)
     return min(lines) if lines else None
-
-
-class _Moved:
-    """Which code builds modules that end up on the XLA device."""
-
-    def __init__(self, ctx: FileContext) -> None:
-        self.ctx = ctx
-        self.index = ctx.get(NodeIndex)
-        self.tensors = ctx.get(TensorFacts)
-        self.parents = parents(ctx.tree)
-        calls = self.index.of(ast.Call)
-        # dotted names moved to the device, by scope: ``model.to(device)`` / ``model = model.to(device)``
-        self.names: Dict[int, Dict[str, int]] = {}
-        for call in calls:
-            func = call.func
-            if type(func) is ast.Attribute and func.attr == "to" and self._to_xla(call):
-                name = dotted(func.value)
-                if name:
-                    scope = self.index.scope_of(call)
-                    self.names.setdefault(id(scope), {}).setdefault(name, call.lineno)
-        classes = {c.name: c for c in self.index.of(ast.ClassDef)}
-        self.classes: Set[str] = set()
-        changed = True
-        while changed:  # classes built and moved, or built inside a moved class
-            changed = False
-            for call in calls:
-                if type(call.func) is ast.Name and call.func.id in classes and call.func.id not in self.classes and \
-                        self._moved(call):
-                    self.classes.add(call.func.id)
-                    changed = True
-
-    def _to_xla(self, call: ast.Call) -> bool:
-        device = next((k.value for k in call.keywords if k.arg == "device"), None)
-        if device is None and call.args:
-            device = call.args[0]
-        return device is not None and self.tensors.xla_device_value(device) is not None
-
-    def _moved(self, call: ast.Call) -> bool:
-        """Whether the module this construction builds is moved to the XLA device."""
-        node, parent = call, self.parents.get(id(call))
-        while parent is not None:
-            if type(parent) is ast.Attribute and parent.attr == "to":
-                outer = self.parents.get(id(parent))
-                if type(outer) is ast.Call and outer.func is parent and self._to_xla(outer):
-                    return True
-            if type(parent) is ast.Assign and parent.value is node and len(parent.targets) == 1:
-                name = dotted(parent.targets[0])
-                scope = self.index.scope_of(parent)
-                line = self.names.get(id(scope), {}).get(name) if name else None
-                if line is not None and line >= parent.lineno:
-                    return True
-                if name and name.startswith("self.") and self._inside_moved_class(parent):
-                    return True
-            if isinstance(parent, (ast.stmt, ast.Lambda)):
-                break
-            node, parent = parent, self.parents.get(id(parent))
-        return self._inside_moved_class(call)
-
-    def _inside_moved_class(self, node: ast.AST) -> bool:
-        scope = self.index.scope_of(node)
-        return any(type(s) is ast.ClassDef and s.name in self.classes for s in [scope] + self.index.enclosing(scope))
-
-    def holds(self, node: ast.AST) -> bool:
-        """Whether ``node`` sits in the construction of a module that is moved to the XLA device."""
-        if self._inside_moved_class(node):
-            return True
-        parent = self.parents.get(id(node))
-        while parent is not None and not isinstance(parent, ast.stmt):
-            if type(parent) is ast.Call and self._moved(parent):
-                return True
-            parent = self.parents.get(id(parent))
-        return False
 
 
 def _positive(node: Optional[ast.AST]) -> bool:

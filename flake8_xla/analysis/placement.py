@@ -1,13 +1,15 @@
-"""Which names hold a module, an optimizer's state or a tensor on the XLA device at a given statement,
-and since which line: what a save writes (``torch.save(model.state_dict(), path)``)."""
+"""What is on the XLA device: which names hold a module, an optimizer's state or a tensor there at a
+given statement, and since which line (what a save writes, ``torch.save(model.state_dict(), path)``);
+whether an expression surely holds a device tensor; which code builds modules that end up there."""
 from __future__ import annotations
 
 import ast
 import functools
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 from .flow import FlowFacts, Position, argument, dotted
-from .syntax import NodeIndex
+from .reads import READ_METHODS
+from .syntax import NodeIndex, Parents
 from .tensors import TensorFacts
 
 
@@ -156,3 +158,110 @@ class XlaPlacement:
 def _has_momentum(call: ast.Call) -> bool:
     value = argument(call, 2, "momentum")
     return value is not None and not (type(value) is ast.Constant and not value.value)
+
+
+def surely_on_xla(tensors: TensorFacts, node: ast.AST, depth: int) -> bool:
+    """Whether ``node`` surely holds a tensor on the XLA device: made there (``device=`` an XLA
+    device), moved there (``.to(<XLA device>)``), or computed from such a tensor, through names'
+    single assignments. (The value analysis's DEVICE kind means "may be on the device".)"""
+    if depth < 0:
+        return False
+    if type(node) is ast.Name:
+        value = tensors.assigned_value(node)
+        return value is not None and surely_on_xla(tensors, value, depth - 1)
+    if type(node) is ast.BinOp:
+        return surely_on_xla(tensors, node.left, depth) or surely_on_xla(tensors, node.right, depth)
+    if type(node) is ast.Subscript:
+        return surely_on_xla(tensors, node.value, depth)
+    if type(node) is ast.Attribute:
+        return surely_on_xla(tensors, node.value, depth)  # ``encoded.latent_dist``
+    if type(node) is not ast.Call:
+        return False
+    device = next((k.value for k in node.keywords if k.arg == "device"), None)
+    func = node.func
+    if device is None and type(func) is ast.Attribute and func.attr == "to" and node.args:
+        device = node.args[0]
+    if device is not None:
+        return tensors.xla_device_value(device) is not None
+    if type(func) is ast.Attribute and func.attr in READ_METHODS:
+        return False
+    if type(func) is ast.Attribute and tensors.qualname(func) is None and surely_on_xla(tensors, func.value, depth - 1):
+        return True  # a tensor method: ``x.float()``, ``x.view(...)``, ``dist.sample()``
+    # an op or a module applied to a tensor on the device: ``torch.softmax(x)``, ``vae.encode(x)``
+    return any(surely_on_xla(tensors, arg, depth - 1) for arg in node.args[:2])
+
+
+class MovedModules:
+    """Which code builds modules that end up on the XLA device."""
+
+    @classmethod
+    def from_context(cls, ctx) -> "MovedModules":
+        return cls(ctx)
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.index = ctx.get(NodeIndex)
+        self.tensors = ctx.get(TensorFacts)
+        self.parents = ctx.get(Parents).map
+        calls = self.index.of(ast.Call)
+        # dotted names moved to the device, by scope: ``model.to(device)`` / ``model = model.to(device)``
+        self.names: Dict[int, Dict[str, int]] = {}
+        for call in calls:
+            func = call.func
+            if type(func) is ast.Attribute and func.attr == "to" and self._to_xla(call):
+                name = dotted(func.value)
+                if name:
+                    scope = self.index.scope_of(call)
+                    self.names.setdefault(id(scope), {}).setdefault(name, call.lineno)
+        classes = {c.name: c for c in self.index.of(ast.ClassDef)}
+        self.classes: Set[str] = set()
+        changed = True
+        while changed:  # classes built and moved, or built inside a moved class
+            changed = False
+            for call in calls:
+                if type(call.func) is ast.Name and call.func.id in classes and call.func.id not in self.classes and \
+                        self._moved(call):
+                    self.classes.add(call.func.id)
+                    changed = True
+
+    def _to_xla(self, call: ast.Call) -> bool:
+        device = next((k.value for k in call.keywords if k.arg == "device"), None)
+        if device is None and call.args:
+            device = call.args[0]
+        return device is not None and self.tensors.xla_device_value(device) is not None
+
+    def _moved(self, call: ast.Call) -> bool:
+        """Whether the module this construction builds is moved to the XLA device."""
+        node, parent = call, self.parents.get(id(call))
+        while parent is not None:
+            if type(parent) is ast.Attribute and parent.attr == "to":
+                outer = self.parents.get(id(parent))
+                if type(outer) is ast.Call and outer.func is parent and self._to_xla(outer):
+                    return True
+            if type(parent) is ast.Assign and parent.value is node and len(parent.targets) == 1:
+                name = dotted(parent.targets[0])
+                scope = self.index.scope_of(parent)
+                line = self.names.get(id(scope), {}).get(name) if name else None
+                if line is not None and line >= parent.lineno:
+                    return True
+                if name and name.startswith("self.") and self._inside_moved_class(parent):
+                    return True
+            if isinstance(parent, (ast.stmt, ast.Lambda)):
+                break
+            node, parent = parent, self.parents.get(id(parent))
+        return self._inside_moved_class(call)
+
+    def _inside_moved_class(self, node: ast.AST) -> bool:
+        scope = self.index.scope_of(node)
+        return any(type(s) is ast.ClassDef and s.name in self.classes for s in [scope] + self.index.enclosing(scope))
+
+    def holds(self, node: ast.AST) -> bool:
+        """Whether ``node`` sits in the construction of a module that is moved to the XLA device."""
+        if self._inside_moved_class(node):
+            return True
+        parent = self.parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if type(parent) is ast.Call and self._moved(parent):
+                return True
+            parent = self.parents.get(id(parent))
+        return False
