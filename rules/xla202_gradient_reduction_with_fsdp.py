@@ -1,8 +1,10 @@
 """XLA202 gradient-reduction-with-fsdp."""
+import ast
 from typing import Iterator
 
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
 from flake8_xla.analysis.flow import dotted
+from flake8_xla.analysis.wraps import HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.flow import FlowFacts
@@ -25,7 +27,9 @@ class GradientReductionWithFsdp(Rule):
     what_it_does = (
         "Flags `xm.optimizer_step(optimizer)` and `xm.reduce_gradients(optimizer)` (and their "
         "`xla_compat` companions) when `optimizer` was built, in the same function, from the "
-        "parameters of a model wrapped with `XlaFullyShardedDataParallel`."
+        "parameters of a model wrapped with `XlaFullyShardedDataParallel`, also when a helper does either: "
+        "returns the wrapper it builds, or passes the optimizer it is given to one of them (a function of the "
+        "file, or, under `flake8-xla check`, of another module of the project)."
     )
     why_bad = (
         "Both all-reduce (average) the gradients across replicas, which data-parallel training needs. "
@@ -59,23 +63,33 @@ class GradientReductionWithFsdp(Rule):
                             "reduced twice; call optimizer.step() directly"),),
             title="inside the training loop",
         ),
+        Example(
+            HEADER + "\ndef shard(module):\n    return FSDP(module)\n\n\ndef step(optimizer):\n"
+            "    xm.optimizer_step(optimizer)\n\n\nmodel = shard(Net())\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nstep(optimizer)\n",
+            expect=((15, 1, "step() (it calls optimizer_step or reduce_gradients) all-reduces the gradients, but "
+                            "`optimizer` holds the parameters of the FSDP-wrapped `model` (line 13), which FSDP "
+                            "already reduce-scatters: they are reduced twice; call optimizer.step() directly"),),
+            title="through helpers",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.wraps:
-            return
-        for ref in ctx.get(SemanticModel).references:
-            call = ref.call
-            spelled = REDUCERS.get(ref.qualname)
-            if spelled is None or call is None or not call.args:
-                continue
-            name = dotted(call.args[0])
+        flow, helpers = ctx.get(FlowFacts), ctx.get(HelperWraps)
+        reductions = [(ref.call, REDUCERS[ref.qualname], ref.call.args[0]) for ref in ctx.get(SemanticModel).references
+                      if ref.qualname in REDUCERS and ref.call is not None and ref.call.args]
+        if not (reductions or helpers.reductions) or not (flow.wraps or helpers.wraps):
+            return  # the optimizers' builds are read only where an FSDP wrapper meets a reduction
+        flow.collect()
+        reductions.extend((call, f"{ast.unparse(call.func)}() (it calls optimizer_step or reduce_gradients)",
+                           call.args[position]) for call, position in helpers.reductions)
+        for call, spelled, optimizer in reductions:
+            name = dotted(optimizer)
             build = flow.optimizer_named(name, call)
             if build is None:
                 continue
             for owner in build.params_of:
-                wrap = flow.wrapper_at(owner, build.call)
+                wrap = flow.wrapper_at(owner, build.call) or helpers.wrapper_at(owner, build.call)
                 if wrap is not None and wrap.kind == "v1":
                     yield self.diagnostic(ctx, call, (
                         f"{spelled} all-reduces the gradients, but `{name}` holds the parameters of the "

@@ -4,6 +4,7 @@ from typing import Iterator
 
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
 from flake8_xla.analysis.flow import dotted
+from flake8_xla.analysis.wraps import HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.flow import FlowFacts
@@ -18,7 +19,9 @@ class ClipGradNormOnFsdp(Rule):
     summary = "torch.nn.utils.clip_grad_norm_ over an FSDP model's sharded parameters"
     what_it_does = (
         "Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is bound, in the "
-        "same function, to an `XlaFullyShardedDataParallel` wrapper."
+        "same function, to an `XlaFullyShardedDataParallel` wrapper: built there, or returned by a helper that "
+        "builds one (a function of the file, or, under `flake8-xla check`, of another module of the project; "
+        "one such return is enough, the others are other backends')."
     )
     why_bad = (
         "Each rank holds only a shard of every gradient, so the generic utility computes a per-shard "
@@ -50,12 +53,18 @@ class ClipGradNormOnFsdp(Rule):
                            "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
             title="imported by name",
         ),
+        Example(
+            HEADER + "\ndef shard(module):\n    if not on_tpu():\n        return module\n    return FSDP(module)\n\n\n"
+            "model = shard(Net())\nmodel(x).sum().backward()\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+            expect=((12, 1, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
+                            "(line 10) clips each rank's gradient shard by its own norm; call "
+                            "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+            title="a wrapper returned by a helper",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         flow = ctx.get(FlowFacts)
-        if not flow.wraps:
-            return
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or ref.qualname not in CLIPPERS or not call.args:
@@ -65,7 +74,7 @@ class ClipGradNormOnFsdp(Rule):
                     params.func.attr != "parameters":
                 continue
             owner = dotted(params.func.value)
-            wrap = flow.wrapper_at(owner, call)
+            wrap = flow.wrapper_at(owner, call) or ctx.get(HelperWraps).wrapper_at(owner, call)
             if wrap is not None and wrap.kind == "v1":
                 yield self.diagnostic(ctx, call, (
                     f"torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `{owner}` "

@@ -495,3 +495,52 @@ def test_a_parameter_with_a_constant_default_takes_what_the_calls_pass(tmp_path,
                 optimizer.step()
     """})
     assert [f[:4] for f in check(capsys, tmp_path, "--select", "XLA3")] == [("penalty.py", 5, 13, "XLA308")]
+
+
+def test_an_fsdp_wrapper_and_a_reduction_from_helpers_of_another_module(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"xla_utils.py": """\
+        import torch_xla.core.xla_model as xm
+
+
+        def is_xla():
+            return True
+
+
+        def shard_module_fsdp(module):
+            if not is_xla():
+                return module
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            return FSDP(module)
+
+
+        def optimizer_step(optimizer):
+            if not is_xla():
+                optimizer.step()
+                return
+            xm.optimizer_step(optimizer, barrier=True)
+    """, "train.py": """\
+        import torch
+        import torch_xla
+        from utils import xla_utils
+
+
+        def train(net, loader):
+            student = net.to(torch_xla.device())
+            student = xla_utils.shard_module_fsdp(student)
+            optim = torch.optim.AdamW(student.parameters())
+            for batch in loader:
+                student(batch).sum().backward()
+                torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+                xla_utils.optimizer_step(optim)
+    """})
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "xla_utils.py").rename(tmp_path / "utils" / "xla_utils.py")
+    assert check(capsys, tmp_path, "--select", "XLA2") == [
+        ("train.py", 12, 9, "XLA203", "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped "
+                                       "`student` (line 8) clips each rank's gradient shard by its own norm; call "
+                                       "student.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),
+        ("train.py", 13, 9, "XLA202", "xla_utils.optimizer_step() (it calls optimizer_step or reduce_gradients) "
+                                       "all-reduces the gradients, but `optim` holds the parameters of the "
+                                       "FSDP-wrapped `student` (line 8), which FSDP already reduce-scatters: they "
+                                       "are reduced twice; call optimizer.step() directly"),
+    ]

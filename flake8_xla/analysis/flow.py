@@ -473,11 +473,11 @@ class FlowFacts:
         return out
 
     # -- FSDP queries -----------------------------------------------------------------------------
-    def wrapped_names(self, scope: ast.AST, before: int) -> Dict[str, Wrap]:
+    def wrapped_names(self, scope: ast.AST, before: int, wraps: Optional[List[Wrap]] = None) -> Dict[str, Wrap]:
         """Names bound to an FSDP wrapper at statement ``before`` of ``scope`` (last wrap wins,
-        unless rebound to something else since)."""
+        unless rebound to something else since); ``wraps``: others than the file's own FSDP calls."""
         out: Dict[str, Wrap] = {}
-        for wrap in self.wraps:
+        for wrap in self.wraps if wraps is None else wraps:
             if wrap.at.scope is scope and wrap.at.order < before and wrap.target:
                 if not self.rebound_between(wrap.target, scope, wrap.at.order, before):
                     out[wrap.target] = wrap

@@ -34,6 +34,8 @@ class FunctionSummary(NamedTuple):
     returns_device: bool
     returns_modules: Tuple[Optional[str], ...]  # torch_xla modules returned: one, or one per tuple element
     returns_xla_device: str = ""  # "all" / "any" of its returns that can run on XLA give the XLA device
+    returns_fsdp: str = ""  # "v1" / "v2": it returns an FSDP wrapper it builds (``return FSDP(module)``)
+    reduces: Tuple[int, ...] = ()  # positions of the optimizers whose gradients it all-reduces
 
 
 # What a call passes for one argument, as far as the callee needs to know: the value kinds of

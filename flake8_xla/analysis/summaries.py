@@ -13,6 +13,7 @@ from .reads import READ_BUILTINS, READ_METHODS
 from .syntax import NodeIndex, is_fallback_return, walk
 from .loops import StepRegions
 from .tensors import DEVICE, TensorFacts
+from .wraps import reduced_parameters, returned_wrapper
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -56,7 +57,8 @@ def summarize(ctx) -> ModuleSummary:
         out[name] = FunctionSummary(
             name, ctx.filename, fn.lineno, _host_reads(fn, is_method, qualname), name in syncing,
             any(kind(r) == DEVICE for r in returns), _returned_modules(returns, qualname),
-            tensors.returns_xla_device(fn) or "")
+            tensors.returns_xla_device(fn) or "", returned_wrapper(fn, qualname, tensors.assigned_value),
+            reduced_parameters(fn, qualname, is_method))
     imports: Dict[str, Tuple[int, str, str]] = {}
     for stmt in tree.body:
         if type(stmt) is ast.ImportFrom:

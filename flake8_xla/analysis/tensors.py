@@ -757,7 +757,7 @@ class TensorFacts:
             return DEVICE
         if qualname in _CPU_LOADERS:
             return HOST_TENSOR
-        fn = self._local_callee(value)
+        fn = self.local_callee(value)
         if fn is not None and id(fn) not in self._busy:
             # a helper of this file that builds the loader: ``loader = self._get_train_dataloader()``
             self._busy.add(id(fn))
@@ -769,7 +769,7 @@ class TensorFacts:
                 self._busy.discard(id(fn))
         return None
 
-    def _local_callee(self, call: ast.Call) -> Optional[ast.AST]:
+    def local_callee(self, call: ast.Call) -> Optional[ast.AST]:
         """The file's one function (``f(...)``) or method (``self.m(...)``) a call runs, if unique."""
         func = call.func
         if type(func) is ast.Name and self.qualname(func) is None:
@@ -987,7 +987,7 @@ class TensorFacts:
         """For a call of a helper that returns the XLA device (``device = get_device()``, in this file
         or another module of the project): "all" when every return that can run on XLA gives it, "any"
         when one does (a helper that picks the backend), else None."""
-        fn = self._local_callee(call)
+        fn = self.local_callee(call)
         if fn is not None:
             return self.returns_xla_device(fn)
         if self.project is not None:

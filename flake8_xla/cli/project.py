@@ -140,6 +140,33 @@ class ProjectIndex(Project):
                 return True
         return False
 
+    def gives_xla_values(self, path: str, text: str) -> bool:
+        """Whether a file that never names torch_xla calls a function of the project's XLA code that hands
+        it the XLA device, syncs the graph, wraps a model in FSDP or steps an optimizer the XLA way
+        (``device = xla_utils.get_device()``, ``xla_utils.mark_step()``): a script written against the
+        project's wrapper of torch_xla."""
+        path = os.path.abspath(path)
+        xla_files = None
+        for match in _FROM_IMPORT.finditer(text):
+            dots, module, names = match.groups()
+            for written in (n.split() for n in names.split(",") if n.strip()):
+                name, bound = written[0], written[-1]
+                if xla_files is None:
+                    xla_files = {entry[0] for entry in self._xla_files_of(path)}
+                submodule = self.find(path, f"{module}.{name}" if module else name, len(dots))
+                if submodule in xla_files:  # ``from pkg import xla_utils`` ... ``xla_utils.get_device()``
+                    called = set(re.findall(r"\b%s\.(\w+)\s*\(" % re.escape(bound), text))
+                    summary = self._summary(submodule) if called else None
+                    if summary is not None and any(_speaks_xla(summary.functions.get(f)) for f in called):
+                        return True
+                    continue
+                found = self.find(path, module, len(dots)) if module else None
+                if found in xla_files and re.search(r"\b%s\s*\(" % re.escape(bound), text):
+                    summary = self._summary(found)  # ``from xla_utils import get_device``
+                    if summary is not None and _speaks_xla(summary.functions.get(name)):
+                        return True
+        return False
+
     def _calls_into(self, path: str) -> Tuple[Dict[str, List[CallSite]], Set[str]]:
         known = self._incoming.get(path)
         if known is not None:
@@ -314,6 +341,13 @@ def _read_text(path: str) -> str:
             return f.read(DEFAULT_MAX_FILE_SIZE).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _speaks_xla(function) -> bool:
+    """A project function whose call shows the caller runs on XLA: it returns the XLA device or an FSDP
+    wrapper, syncs the graph, or all-reduces an optimizer's gradients."""
+    return function is not None and bool(function.returns_xla_device or function.syncs or function.returns_fsdp or
+                                         function.reduces)
 
 
 def _may_return_modules(path: str) -> bool:

@@ -198,8 +198,9 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     if through_project:
         project = project_index()
         project.begin()
-        if project.gives_xla_modules(name, text):
-            assume_xla = True  # xm, pl = import_xla(): a helper of the project hands it torch_xla's modules
+        if project.gives_xla_modules(name, text) or project.gives_xla_values(name, text):
+            # xm, pl = import_xla(), device = xla_utils.get_device(): the project's helpers hand it torch_xla
+            assume_xla = True
         else:
             # an engine.py whose train_one_epoch(model, loader, optimizer, device) the XLA script calls
             entry_functions = project.entry_points(name) or None
