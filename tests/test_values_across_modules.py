@@ -544,3 +544,41 @@ def test_an_fsdp_wrapper_and_a_reduction_from_helpers_of_another_module(tmp_path
                                        "FSDP-wrapped `student` (line 8), which FSDP already reduce-scatters: they "
                                        "are reduced twice; call optimizer.step() directly"),
     ]
+
+
+WRAPPER = """\
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+
+    def get_device():
+        return torch_xla.device()
+
+
+    def is_master():
+        return xm.is_master_ordinal()
+"""
+
+
+def test_a_script_written_against_the_project_s_wrapper_of_torch_xla_is_xla_code(tmp_path, capsys) -> None:
+    script = """\
+        import torch
+        from common import xla_utils
+
+
+        def evaluate(model, loader):
+            device = xla_utils.get_device()
+            total = []
+            with torch.no_grad():
+                for x, y in loader:
+                    out = model(x.to(device))
+                    total.append(out.detach().cpu())
+            return total
+    """
+    write_tree(tmp_path, {"common/__init__.py": "", "common/xla_utils.py": WRAPPER, "evaluate.py": script,
+                          "report.py": script.replace("xla_utils.get_device()", "'cpu' if xla_utils.is_master() "
+                                                      "else 'cpu'")})
+    assert check(capsys, tmp_path, "--select", "XLA3") == [
+        ("evaluate.py", 11, 26, "XLA307", "out.detach().cpu() copies a tensor to the host on every batch of an "
+                                          f"evaluation loop: {COPY}{ACCUMULATE}"),
+    ]
