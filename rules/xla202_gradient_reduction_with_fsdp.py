@@ -78,8 +78,10 @@ class GradientReductionWithFsdp(Rule):
         flow, helpers = ctx.get(FlowFacts), ctx.get(HelperWraps)
         reductions = [(ref.call, REDUCERS[ref.qualname], ref.call.args[0]) for ref in ctx.get(SemanticModel).references
                       if ref.qualname in REDUCERS and ref.call is not None and ref.call.args]
-        if not (reductions or helpers.reductions) or not (flow.wraps or helpers.wraps):
-            return  # the optimizers' builds are read only where an FSDP wrapper meets a reduction
+        if not reductions and not flow.wraps and getattr(ctx, "project", None) is None:
+            return  # a helper of the file that wraps or reduces shows in its own FSDP or reduction call
+        if not reductions and not helpers.reductions:
+            return
         flow.collect()
         reductions.extend((call, f"{ast.unparse(call.func)}() (it calls optimizer_step or reduce_gradients)",
                            call.args[position]) for call, position in helpers.reductions)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import Callable, List, Optional, Tuple
+import re
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .calls import ProjectCalls
-from .flow import FSDP_V1, FSDP_V2, FlowFacts, Wrap, _assigned_name, dotted
+from .flow import FSDP_V1, FSDP_V2, FlowFacts, Wrap, dotted
 from .syntax import NodeIndex, is_fallback_return, walk
-from .tensors import TensorFacts
 
 # calls that all-reduce an optimizer's gradients across replicas (their first argument)
 GRADIENT_REDUCERS = frozenset({"torch_xla.core.xla_model.optimizer_step", "torch_xla.core.xla_model.reduce_gradients",
                                "xla_compat.optimizer_step", "xla_compat.reduce_gradients"})
+_OPTIMIZER_ARGUMENT = re.compile(r"(?i)optim|^opt(_|$)")
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -61,58 +62,59 @@ class HelperWraps:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
 
+    @functools.cached_property
+    def _local(self) -> Dict[str, ast.AST]:
+        """The file's functions by name, those defined once (a plain ``f(...)`` call runs it)."""
+        found: Dict[str, List[ast.AST]] = {}
+        for fn in self.ctx.get(NodeIndex).of(ast.FunctionDef, ast.AsyncFunctionDef):
+            found.setdefault(fn.name, []).append(fn)
+        return {name: defs[0] for name, defs in found.items() if len(defs) == 1}
+
     def _callee(self, call: ast.Call):
-        """(the file's function, or the summary of another module's) a call runs, or None."""
-        tensors = self.ctx.get(TensorFacts)
-        local = tensors.local_callee(call)
-        if local is not None:
-            return local, None
-        summary = self.ctx.get(ProjectCalls).callee(call, tensors.assigned_value)
+        """(the file's function, or the summary of another module's) a call runs, or None. By name
+        only: this is asked of every call of a file that reduces gradients or wraps in FSDP."""
+        func = call.func
+        if type(func) is ast.Name and func.id in self._local and self.ctx.get(FlowFacts).qualname(func) is None:
+            return self._local[func.id], None
+        summary = self.ctx.get(ProjectCalls).callee(call)
         return (None, summary) if summary is not None else None
 
-    @functools.cached_property
-    def _helper_calls(self) -> List[Tuple[ast.Call, Optional[ast.AST], object]]:
-        """The calls of the file that run a function of the file or of another module of the project."""
-        out = []
-        for call in self.ctx.get(NodeIndex).of(ast.Call):
-            found = self._callee(call)
-            if found is not None:
-                out.append((call, found[0], found[1]))
-        return out
-
-    @functools.cached_property
-    def wraps(self) -> List[Wrap]:
-        flow, tensors = self.ctx.get(FlowFacts), self.ctx.get(TensorFacts)
-        out: List[Wrap] = []
-        for call, local, summary in self._helper_calls:
-            kind = returned_wrapper(local, flow.qualname, tensors.assigned_value) if local is not None else \
-                summary.returns_fsdp
-            at = flow.position(call) if kind else None
-            if at is None:
-                continue
-            inner = call.args[0] if call.args else None
-            out.append(Wrap(call, kind, dotted(inner), _assigned_name(at.statement, call), at, inner))
-        return out
-
     def wrapper_at(self, name: Optional[str], node: ast.AST) -> Optional[Wrap]:
-        """The wrap from a helper that ``name`` is bound to where ``node`` is (same scope, earlier)."""
+        """The FSDP wrapper from a helper that ``name`` is bound to where ``node`` is: its last assignment
+        before ``node`` in the same scope is a call of a helper that returns one (``model = shard(model)``)."""
         flow = self.ctx.get(FlowFacts)
         at = flow.position(node)
-        if not name or at is None or not self.wraps:
+        if not name or at is None:
             return None
-        flow.collect()  # the bindings that may rebind the name since
-        return flow.wrapped_names(at.scope, at.order, self.wraps).get(name)
+        flow.collect()
+        bound = flow.bindings_before(name, at)
+        value = bound[-1].value if bound else None
+        if type(value) is not ast.Call:
+            return None
+        found = self._callee(value)
+        if found is None:
+            return None
+        local, summary = found
+        kind = returned_wrapper(local, flow.qualname, flow.value_of) if local is not None else summary.returns_fsdp
+        if not kind:
+            return None
+        inner = value.args[0] if value.args else None
+        return Wrap(value, kind, dotted(inner), name, bound[-1].at, inner)
 
     @functools.cached_property
     def reductions(self) -> List[Tuple[ast.Call, int]]:
-        """Calls of helpers that all-reduce the gradients of an optimizer they are given, with the position
-        of that argument."""
-        qualname = self.ctx.get(FlowFacts).qualname
+        """Calls of helpers that all-reduce the gradients of an optimizer they are given (an argument named
+        like one: ``optim``, ``optimizer``, ``opt``), with the position of that argument."""
         out = []
-        for call, local, summary in self._helper_calls:
-            positions = reduced_parameters(local, qualname, type(call.func) is ast.Attribute) \
-                if local is not None else summary.reduces
-            if positions and positions[0] < len(call.args):
+        for call in self.ctx.get(NodeIndex).of(ast.Call):
+            given = [i for i, a in enumerate(call.args) if type(a) is ast.Name and _OPTIMIZER_ARGUMENT.search(a.id)]
+            found = self._callee(call) if given else None
+            if found is None:
+                continue
+            local, summary = found
+            positions = reduced_parameters(local, self.ctx.get(FlowFacts).qualname, False) if local is not None \
+                else summary.reduces
+            if positions and positions[0] in given:
                 out.append((call, positions[0]))
         return out
 
