@@ -274,13 +274,7 @@ def _built_from(receiver: ast.AST, flow: FlowFacts, at: Position) -> Optional[st
 
 def _earlier_statements(flow: FlowFacts, at: Position) -> List[Position]:
     """Positions of the statements of the move's scope that surely run before it, in order."""
-    out = []
-    for node in walk(at.scope.body if hasattr(at.scope, "body") else [], _DEFS + (ast.ClassDef, ast.Lambda)):
-        if isinstance(node, ast.stmt):
-            where = flow.position(node)
-            if where is not None and where.statement is node and flow.runs_before(where, at):
-                out.append(where)
-    return sorted(out, key=lambda p: p.order)
+    return [where for where in flow.statements_in(at.scope) if flow.runs_before(where, at)]
 
 
 def _rebinds(stmt: ast.stmt, name: str) -> bool:

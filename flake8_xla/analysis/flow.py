@@ -243,6 +243,7 @@ class FlowFacts:
         self.bindings: List[Binding] = []
         self.moves: List[Move] = []
         self._paths: Dict[Tuple[Policy, int], Dict[int, tuple]] = {}
+        self._scope_statements: Dict[int, List[Position]] = {}
         self._names: Dict[int, Dict[str, List[Tuple[int, bool]]]] = {}
         # filled statement by statement, as far as the queries so far needed
         self._positions: Dict[int, Position] = {}
@@ -419,6 +420,22 @@ class FlowFacts:
     def bindings_between(self, name: Optional[str], scope: ast.AST, start: int, end: int) -> List[Binding]:
         """Assignments to ``name`` in ``scope`` by statements strictly between two orders, in order."""
         return [b for b in self._bindings_by_name.get((id(scope), name), ()) if start < b.at.order < end]
+
+    def statements_in(self, scope: ast.AST) -> List[Position]:
+        """The positions of the statements of ``scope`` (inner blocks included, nested defs and classes
+        not), in order; found once per scope."""
+        found = self._scope_statements.get(id(scope))
+        if found is None:
+            body = scope.body if type(scope) is not ast.Lambda else []
+            found = []
+            for node in walk(body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                if isinstance(node, ast.stmt):
+                    where = self.position(node)
+                    if where is not None and where.statement is node:
+                        found.append(where)
+            found.sort(key=lambda p: p.order)
+            self._scope_statements[id(scope)] = found
+        return found
 
     def bindings_before(self, name: Optional[str], at: Position) -> List[Binding]:
         """Assignments to ``name`` in the scope of ``at`` by earlier statements, in order."""
