@@ -582,3 +582,29 @@ def test_a_script_written_against_the_project_s_wrapper_of_torch_xla_is_xla_code
         ("evaluate.py", 11, 26, "XLA307", "out.detach().cpu() copies a tensor to the host on every batch of an "
                                           f"evaluation loop: {COPY}{ACCUMULATE}"),
     ]
+
+
+def test_the_state_dict_of_a_model_the_xla_caller_passes_on_the_device(tmp_path, capsys) -> None:
+    save = "torch.save({'gen': gen.state_dict()}, f'ckpt_{epoch}.pt')"
+    train = """\
+        import torch
+        import torch_xla
+        from models import Generator
+        from utils import checkpoint
+
+
+        def main(use_tpu):
+            device = torch_xla.device() if use_tpu else "cpu"
+            gen = Generator().to(device)
+            for epoch in range(3):
+                checkpoint(epoch, gen)
+    """
+    write_tree(tmp_path, {"models.py": "import torch\n\n\nclass Generator(torch.nn.Module):\n    pass\n",
+                          "utils.py": f"import torch\n\n\ndef checkpoint(epoch, gen):\n    {save}\n",
+                          "train.py": train.replace("Generator().to(device)", "Generator()")})
+    assert check(capsys, tmp_path, "--select", "XLA403") == []  # a model never moved: on the CPU
+    write_tree(tmp_path, {"train.py": train})
+    found = check(capsys, tmp_path, "--select", "XLA403")
+    assert [f[:4] for f in found] == [("utils.py", 5, 5, "XLA403")]
+    assert found[0][4].startswith("torch.save() of the state_dict() of model `gen` (on the XLA device as "
+                                  "train.py:11 passes it) writes XLA tensors")

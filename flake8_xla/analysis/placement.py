@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from typing import Dict, List, Optional, Set
 
 from .flow import FlowFacts, Position, argument, dotted
+from .project import XLA_MODULE
 from .reads import READ_METHODS
 from .syntax import NodeIndex, Parents
-from .tensors import TensorFacts
+from .tensors import DEVICE, TensorFacts
 
 
 # methods that return the module they are called on (``Net().to(device).train()``)
@@ -51,9 +53,9 @@ class XlaPlacement:
         name = dotted(expr)
         if name is None or depth <= 0:
             return None
-        line = self.module_on_xla(name, at) if self.tensors.kind(expr) == "module" else None
-        if line is not None:
-            return f"model `{name}` (on the XLA device since line {line})"
+        since = self.since(name, at) if self.tensors.kind(expr) == "module" else None
+        if since is not None:
+            return f"model `{name}` (on the XLA device {since})"
         binding = self.flow.binding_of(expr)
         if binding is None:
             return None
@@ -67,9 +69,9 @@ class XlaPlacement:
     def _state_of(self, owner: Optional[str], at: Position) -> Optional[str]:
         if owner is None:
             return None
-        line = self.module_on_xla(owner, at)
-        if line is not None:
-            return f"the state_dict() of model `{owner}` (on the XLA device since line {line})"
+        since = self.since(owner, at)
+        if since is not None:
+            return f"the state_dict() of model `{owner}` (on the XLA device {since})"
         build = self.flow.optimizer_named(owner, at.statement)
         if build is None or build.param_groups or not self.flow.runs_before(build.at, at) or \
                 self.flow.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
@@ -81,6 +83,26 @@ class XlaPlacement:
                 return (f"the state_dict() of optimizer `{owner}` (over the parameters of `{module}`, on the XLA "
                         f"device since line {line})")
         return None
+
+    def since(self, name: str, at: Position) -> Optional[str]:
+        """How the message says where the module ``name`` came onto the XLA device: ``since line 12``, or,
+        for a parameter that every call from the project's XLA code fills with such a module, ``as
+        train.py:163 passes it``; None when it is not surely there."""
+        line = self.module_on_xla(name, at)
+        if line is not None:
+            return f"since line {line}"
+        fn = at.scope
+        if type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or self.flow.bindings_before(name, at):
+            return None
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if name not in params:
+            return None
+        sites = self.tensors.incoming_sites(fn, (params.index(name), name))
+        # a model moved there (a class of another module moved with .to(device) reads as a device value)
+        if not sites or any(fact not in (XLA_MODULE, DEVICE) for _, fact in sites):
+            return None  # some call passes something else, or a model not surely on the device
+        site = sites[0][0]
+        return f"as {os.path.basename(site.path)}:{site.line} passes it"
 
     def module_on_xla(self, name: str, at: Position) -> Optional[int]:
         """The line since which the module ``name`` is on the XLA device where ``at`` runs: its last

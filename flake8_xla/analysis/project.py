@@ -43,6 +43,7 @@ class FunctionSummary(NamedTuple):
 XLA_DEVICE = "xla-device"  # the XLA device itself (``xm.xla_device()``, ``torch_xla.device()``)
 DEVICE_LOADER = "device-loader"  # a loader whose batches are on the XLA device (MpDeviceLoader)
 OTHER_DEVICE = "other-device"  # a device that is not XLA's ("cpu", torch.device("cuda"))
+XLA_MODULE = "xla-module"  # a model on the XLA device where the call passes it (``Net().to(device)``)
 
 
 class OutgoingCall(NamedTuple):
@@ -150,4 +151,4 @@ _NOT_PROJECT = frozenset({"torch", "torch_xla", "numpy", "os", "sys", "math", "t
 
 __all__ = ["CallSite", "DEVICE_LOADER", "FunctionSummary", "HostRead", "ModuleSummary", "NO_PROJECT", "OTHER_DEVICE",
            "OutgoingCall",
-           "Project", "XLA_DEVICE", "is_test_file", "not_project"]
+           "Project", "XLA_DEVICE", "XLA_MODULE", "is_test_file", "not_project"]

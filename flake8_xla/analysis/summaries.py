@@ -7,12 +7,13 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .backends import BranchesOffXla
-from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, FunctionSummary, HostRead, ModuleSummary, OutgoingCall,
-                      not_project)
+from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
+                      OutgoingCall, not_project)
 from .reads import READ_BUILTINS, READ_METHODS
 from .syntax import NodeIndex, is_fallback_return, walk
 from .loops import StepRegions
-from .tensors import DEVICE, TensorFacts
+from .placement import XlaPlacement
+from .tensors import DEVICE, MODULE, TensorFacts
 from .wraps import reduced_parameters, returned_wrapper
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -104,22 +105,32 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
         for position, arg in enumerate(call.args):
             if type(arg) is ast.Starred:
                 break
-            fact = tensors.argument_fact(arg)
+            fact = _argument_fact(ctx, tensors, arg, call)
             if fact is not None:
                 arguments.append((position, fact))
         for keyword in call.keywords:
             if keyword.arg is not None:
-                fact = tensors.argument_fact(keyword.value)
+                fact = _argument_fact(ctx, tensors, keyword.value, call)
                 if fact is not None:
                     arguments.append((keyword.arg, fact))
         # a model or a tensor is taken for one on XLA only where the calling code shows XLA: the same
         # call passes the XLA device or a device loader, or its function names torch_xla (a device
         # that is not XLA's is kept wherever it is passed: it says the callee also runs elsewhere)
-        strong = any(fact in (XLA_DEVICE, DEVICE_LOADER, OTHER_DEVICE) for _, fact in arguments)
+        strong = any(fact in (XLA_DEVICE, DEVICE_LOADER, OTHER_DEVICE, XLA_MODULE) for _, fact in arguments)
         if arguments and (strong or _speaks_xla(index.scope_of(call), tensors, speaking)):
             per_step = ctx.get(StepRegions).region_of(call) is not None
             out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments), per_step))
     return tuple(out)
+
+
+def _argument_fact(ctx, tensors: TensorFacts, arg: ast.expr, call: ast.Call) -> Optional[str]:
+    """What a call passes for one argument; a model is XLA_MODULE where it is on the XLA device then."""
+    fact = tensors.argument_fact(arg)
+    if fact == MODULE and dotted(arg) is not None:
+        at = ctx.get(FlowFacts).position(call)
+        if at is not None and ctx.get(XlaPlacement).module_on_xla(dotted(arg), at) is not None:
+            return XLA_MODULE
+    return fact
 
 
 def _speaks_xla(scope: ast.AST, tensors: TensorFacts, known: Dict[int, bool]) -> bool:

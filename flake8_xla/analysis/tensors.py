@@ -21,7 +21,7 @@ from .hooks import FrameworkHooks
 from .backends import BranchesOffXla
 from .calls import ProjectCalls
 from .devices import XLA_DEVICE_CALLS, device_type
-from .project import DEVICE_LOADER, NO_PROJECT, OTHER_DEVICE, XLA_DEVICE
+from .project import DEVICE_LOADER, NO_PROJECT, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, CallSite
 from .syntax import NodeIndex, is_fallback_return, walk
 
 DEVICE = "device"  # a tensor that may be on the XLA device
@@ -207,6 +207,11 @@ class TensorFacts:
     def _incoming(self, fn: ast.AST, where: Tuple[int, str]) -> List[str]:
         """What the calls from other modules of the project that run on XLA pass for one
         parameter of ``fn`` (a top-level function, or a method of a top-level class)."""
+        return [fact for _, fact in self.incoming_sites(fn, where)]
+
+    def incoming_sites(self, fn: ast.AST, where: Tuple[int, str]) -> List[Tuple[CallSite, str]]:
+        """(call site, what it passes) for one parameter (position, name) of ``fn``, over the calls from
+        other modules of the project that run on XLA."""
         if self.project is None:
             return []
         owner = self._method_class.get(id(fn))
@@ -222,7 +227,7 @@ class TensorFacts:
         for site in sites:
             for given, fact in site.arguments:
                 if given == name or (given == position and position >= 0):
-                    out.append(fact)
+                    out.append((site, fact))
         return out
 
     def _parameter_facts(self, name: ast.expr) -> List[str]:
@@ -659,7 +664,7 @@ class TensorFacts:
                 return _same([self.kind(v) for v in values])
             facts = self._incoming(a, path)
             # what the XLA code of other modules passes: on a TPU that is what the parameter holds
-            found = DEVICE if DEVICE in facts else MODULE if MODULE in facts else None
+            found = DEVICE if DEVICE in facts else MODULE if MODULE in facts or XLA_MODULE in facts else None
             return found if found is not None or len(path) < 3 else HOST  # the constant default
         if how == _AUGMENTED:
             return join([self.kind(a.target), self.kind(a.value)])
