@@ -9,15 +9,11 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .flow import FlowFacts, dotted
 from .project import NO_PROJECT, CallSite, FunctionSummary, Project
-from .syntax import NodeIndex
+from .syntax import Fact, NodeIndex
 
 
-class ProjectCalls:
+class ProjectCalls(Fact):
     """In the importing file: the summary of the project function a call runs, if any."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "ProjectCalls":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

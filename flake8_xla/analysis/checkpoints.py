@@ -17,7 +17,7 @@ from .flow import FlowFacts, Position, argument, dotted
 from .fsdp import spmd_api
 from .loops import LOOPS, SCOPES, StepRegions
 from .semantic import SemanticModel
-from .syntax import NodeIndex, Parents, walk
+from .syntax import Fact, NodeIndex, Parents, walk
 
 # torch_xla's manager over torch.distributed.checkpoint (SPMD), and the companion's
 MANAGERS = frozenset({"torch_xla.experimental.distributed_checkpoint.CheckpointManager",
@@ -68,12 +68,8 @@ def _replicated(spec: Optional[ast.AST]) -> bool:
         type(e) is ast.Constant and e.value is None for e in spec.elts)
 
 
-class Checkpointing:
+class Checkpointing(Fact):
     """Checkpoint managers and SPMD-sharded models of one file."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "Checkpointing":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -10,7 +10,7 @@ from .flow import FlowFacts, argument, is_constant, within
 from .loops import COMPILED, LOOPS, SYNCS, StepRegions
 from .reads import READ_METHODS
 from .semantic import SemanticModel
-from .syntax import NodeIndex, walk
+from .syntax import Fact, NodeIndex, walk
 from .tensors import DEVICE, TensorFacts
 
 XM = "torch_xla.core.xla_model."
@@ -30,13 +30,9 @@ _FACTORIES = frozenset("torch." + n for n in (
     "as_tensor", "from_numpy", "zeros_like", "ones_like", "empty_like", "full_like", "scalar_tensor", "device"))
 
 
-class DeviceComputations:
+class DeviceComputations(Fact):
     """Nodes of the file that surely compile and run a graph on the device, with how the message names them
     and where they run."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "DeviceComputations":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

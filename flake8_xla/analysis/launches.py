@@ -10,7 +10,7 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 from .flow import PARTIAL, FlowFacts, argument, is_constant, is_main_guard
 from .loops import StepRegions
 from .semantic import SemanticModel
-from .syntax import NodeIndex, walk
+from .syntax import Fact, NodeIndex, walk
 from .tensors import TensorFacts
 
 # start ``fn(index, ...)`` once per device
@@ -28,12 +28,8 @@ class Launch(NamedTuple):
     target: Optional[ast.Name]  # the launched function's name, through ``functools.partial``
 
 
-class Launches:
+class Launches(Fact):
     """The file's launch calls, in source order, and the functions they run."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "Launches":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from .flow import FlowFacts, argument, dotted, is_constant
 from .loops import StepRegions
 from .semantic import Reference, SemanticModel
-from .syntax import NodeIndex, Parents, walk
+from .syntax import Fact, NodeIndex, Parents, walk
 from .tensors import TensorFacts
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -40,12 +40,8 @@ _SAVER = re.compile(r"(?i)save|dump|pickle")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-class DataLoaders:
+class DataLoaders(Fact):
     """The file's ``DataLoader(...)`` calls and what can be said about each."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "DataLoaders":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -19,7 +19,7 @@ import re
 from typing import Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from .flow import dotted
-from .syntax import walk
+from .syntax import Fact, walk
 from .semantic import SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
@@ -277,16 +277,12 @@ class LocalFunctions:
         return out
 
 
-class StepRegions:
+class StepRegions(Fact):
     """Which region, if any, runs a node once per step. Code under ``if ... % ...:`` (throttled),
     code that runs once or never on XLA, and nested functions and lambdas (callbacks such as
     add_step_closure's) belong to none, except the functions of this file that a region calls (they
     run in it) and a library's per-iteration callbacks. Training loops are found on first use; the
     other regions, which need the tensor layer, only when a rule asks where a node runs."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "StepRegions":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Set
 from .flow import FlowFacts, Position, argument, dotted
 from .project import XLA_MODULE
 from .reads import READ_METHODS
-from .syntax import NodeIndex, Parents
+from .syntax import Fact, NodeIndex, Parents
 from .tensors import DEVICE, TensorFacts
 
 
@@ -23,12 +23,8 @@ _FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "rand
 _OPTIMIZERS_WITHOUT_STATE = frozenset({"torch.optim.SGD"})  # without momentum it keeps no tensors
 
 
-class XlaPlacement:
+class XlaPlacement(Fact):
     """Which names hold a module, optimizer or tensor on the XLA device where a save runs."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "XlaPlacement":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -213,12 +209,8 @@ def surely_on_xla(tensors: TensorFacts, node: ast.AST, depth: int) -> bool:
     return any(surely_on_xla(tensors, arg, depth - 1) for arg in node.args[:2])
 
 
-class MovedModules:
+class MovedModules(Fact):
     """Which code builds modules that end up on the XLA device."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "MovedModules":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -11,18 +11,14 @@ from .flow import FSDP_V1, PARTIAL, FlowFacts, dotted
 from .fsdp import MASTER_WORD
 from .launches import Launch, Launches
 from .semantic import Reference, SemanticModel
-from .syntax import NodeIndex, Parents, leaves, walk
+from .syntax import Fact, NodeIndex, Parents, leaves, walk
 
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-class EveryRank:
+class EveryRank(Fact):
     """Which functions of a file run on every rank, and which statements only one rank reaches."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "EveryRank":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.tree = ctx.tree

@@ -86,6 +86,14 @@ def parents(tree: ast.AST) -> Dict[int, ast.AST]:
     return out
 
 
+class Fact:
+    """A fact about one file, built from its context the first time a rule asks ``ctx.get(Kind)``."""
+
+    @classmethod
+    def from_context(cls, ctx):
+        return cls(ctx)
+
+
 class Parents:
     """The file's parent map, built once and shared: rules ask ``ctx.get(Parents).of(node)``."""
 

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .calls import ProjectCalls
 from .flow import FSDP_V1, FSDP_V2, FlowFacts, Wrap, dotted
-from .syntax import NodeIndex, is_fallback_return, walk
+from .syntax import Fact, NodeIndex, is_fallback_return, walk
 
 # calls that all-reduce an optimizer's gradients across replicas (their first argument)
 GRADIENT_REDUCERS = frozenset({"torch_xla.core.xla_model.optimizer_step", "torch_xla.core.xla_model.reduce_gradients",
@@ -51,13 +51,9 @@ def reduced_parameters(fn: ast.AST, qualname: Callable[[ast.AST], Optional[str]]
     return tuple(sorted(out))
 
 
-class HelperWraps:
+class HelperWraps(Fact):
     """The calls of the file that get an FSDP wrapper from a helper, as wraps bound to the name they are
     assigned to."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "HelperWraps":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

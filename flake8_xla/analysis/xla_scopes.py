@@ -11,7 +11,7 @@ from .backends import on_xla
 from .devices import XLA_DEVICE_CALLS
 from .flow import FlowFacts
 from .loops import STEP_MARKERS, SYNCS, StepRegions
-from .syntax import NodeIndex, Parents, leaves, walk
+from .syntax import Fact, NodeIndex, Parents, leaves, walk
 from .tensors import TensorFacts
 
 # what makes a scope run on XLA: the device, a sync, an XLA optimizer step, a device loader
@@ -25,12 +25,8 @@ class Evidence(NamedTuple):
     label: str
 
 
-class XlaScopes:
+class XlaScopes(Fact):
     """Where code surely runs in its scope, and which scopes surely run on the XLA device."""
-
-    @classmethod
-    def from_context(cls, ctx) -> "XlaScopes":
-        return cls(ctx)
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
