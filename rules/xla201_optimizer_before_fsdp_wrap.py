@@ -1,10 +1,11 @@
 """XLA201 optimizer-before-fsdp-wrap."""
 import ast
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.analysis.flow import FlowFacts, OptimizerBuild, Position
+from flake8_xla.analysis.flow import FlowFacts, OptimizerBuild, Position, Wrap, is_optimizer
+from flake8_xla.analysis.wraps import HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 
@@ -14,8 +15,9 @@ class OptimizerBeforeFsdpWrap(Rule):
     summary = "An optimizer holding a model's parameters from before FSDP replaced them"
     what_it_does = (
         "Flags an optimizer built from `model.parameters()` before `model` is wrapped with "
-        "`XlaFullyShardedDataParallel` in the same function, or built after wrapping from the "
-        "unwrapped module instead of the wrapper. For FSDPv2 (`SpmdFullyShardedDataParallel`) "
+        "`XlaFullyShardedDataParallel` in the same function (also by a helper that returns the wrapper it "
+        "builds: a function of the file, or, under `flake8-xla check`, of another module of the project), or "
+        "built after wrapping from the unwrapped module instead of the wrapper. For FSDPv2 (`SpmdFullyShardedDataParallel`) "
         "only while the model is still on the CPU: FSDPv2 moves it to the XLA device, which "
         "replaces CPU parameters, while a model already on the device keeps them."
     )
@@ -75,19 +77,33 @@ class OptimizerBeforeFsdpWrap(Rule):
                             "model; build it after wrapping"),),
             title="attributes are tracked too",
         ),
+        Example(
+            FSDP1 + "import torch\n\n\ndef shard(module):\n    return FSDP(module)\n\n\nmodel = Net()\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel = shard(model)\n",
+            expect=((10, 7, "optimizer built from model.parameters() before `model` is wrapped with FSDP (line 11): "
+                            "FSDP replaces the parameters, so this optimizer never updates the model; build it after "
+                            "wrapping"),),
+            title="wrapped by a helper",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         flow = ctx.get(FlowFacts)
+        wraps = list(flow.wraps)
+        if any(is_optimizer(r.qualname) and r.call is not None for r in flow.references):
+            helped = ctx.get(HelperWraps).assigned  # the wrapper may come from a helper: ``model = shard(model)``
+            if helped:
+                flow.collect()
+                wraps += helped
         for optimizer in flow.optimizers:
-            message = self._problem(flow, optimizer)
+            message = self._problem(flow, optimizer, wraps)
             if message:
                 yield self.diagnostic(ctx, optimizer.call, message)
 
-    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild) -> Optional[str]:
+    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[str]:
         scope, order = optimizer.at.scope, optimizer.at.order
         for name in optimizer.params_of:
-            for wrap in flow.wraps:
+            for wrap in wraps:
                 if wrap.at.scope is not scope or wrap.wrapped != name:
                     continue
                 if wrap.kind == "v2" and _on_device_before(flow, name, optimizer.at):

@@ -124,6 +124,7 @@ def test_fix_says_under_each_remaining_diagnostic_why_it_needs_a_human(tmp_path,
 INTERRUPTING = """
 import os, signal, sys, faulthandler
 faulthandler.dump_traceback_later(60, exit=True)
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run with SIGINT ignored (nohup) passes it on
 import flake8_xla.cli.running as running
 from flake8_xla.cli import main
 main_pid, written, original = os.getpid(), [], running.write_preserving

@@ -608,3 +608,29 @@ def test_the_state_dict_of_a_model_the_xla_caller_passes_on_the_device(tmp_path,
     assert [f[:4] for f in found] == [("utils.py", 5, 5, "XLA403")]
     assert found[0][4].startswith("torch.save() of the state_dict() of model `gen` (on the XLA device as "
                                   "train.py:11 passes it) writes XLA tensors")
+
+
+def test_an_optimizer_built_before_a_helper_of_another_module_wraps_the_model(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"model.py": """\
+        import torch
+        from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+
+
+        def wrap_model(module):
+            return FSDP(module)
+    """, "train.py": """\
+        import torch
+        import torch_xla
+        from model import wrap_model
+
+
+        def main(net):
+            model = net.to(torch_xla.device())
+            optimizer = torch.optim.AdamW(model.parameters())
+            model = wrap_model(model)
+            return model, optimizer
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA201") == [
+        ("train.py", 8, 17, "XLA201", "optimizer built from model.parameters() before `model` is wrapped with FSDP "
+                                      "(line 9): FSDP replaces the parameters, so this optimizer never updates the "
+                                      "model; build it after wrapping")]

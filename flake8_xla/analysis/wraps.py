@@ -98,6 +98,26 @@ class HelperWraps(Fact):
         return Wrap(value, kind, dotted(inner), name, bound[-1].at, inner)
 
     @functools.cached_property
+    def assigned(self) -> List[Wrap]:
+        """FSDP wrappers from helpers assigned to a name: ``model = shard(model)``, ``fsdp = wrap(net)``."""
+        flow = self.ctx.get(FlowFacts)
+        out: List[Wrap] = []
+        for stmt in self.ctx.get(NodeIndex).of(ast.Assign):
+            value = stmt.value
+            if type(value) is not ast.Call or not value.args or len(stmt.targets) != 1:
+                continue
+            found = self._callee(value)
+            if found is None:
+                continue
+            local, summary = found
+            kind = returned_wrapper(local, flow.qualname, flow.value_of) if local is not None else \
+                summary.returns_fsdp
+            at = flow.position(stmt) if kind else None
+            if at is not None:
+                out.append(Wrap(value, kind, dotted(value.args[0]), dotted(stmt.targets[0]), at, value.args[0]))
+        return out
+
+    @functools.cached_property
     def reductions(self) -> List[Tuple[ast.Call, int]]:
         """Calls of helpers that all-reduce the gradients of an optimizer they are given (an argument named
         like one: ``optim``, ``optimizer``, ``opt``), with the position of that argument."""
