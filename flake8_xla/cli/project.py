@@ -13,7 +13,7 @@ import ast
 import os
 import re
 import time
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file, not_project
 from ..cache import file_digest
@@ -199,12 +199,6 @@ class ProjectIndex(Project):
             if self.find(importer, ".".join(parts[:cut]), level) == path:
                 return ".".join(parts[cut:])
         return None
-
-    def prepare(self, paths: Sequence[str]) -> None:
-        """Read the projects of ``paths`` (their XLA files and who imports what) before workers fork:
-        each worker inherits them instead of reading them again."""
-        for path in {self._root(p): p for p in map(os.path.abspath, paths)}.values():
-            self._importers_of(path)
 
     def _importers_of(self, path: str) -> Dict[str, List[str]]:
         """For the project of ``path``: file -> the XLA files whose import statements resolve to it

@@ -470,9 +470,6 @@ def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResu
         all_rules()
         for path in {os.path.dirname(os.path.abspath(f)): f for f in files}.values():
             target_for(job, path)  # read each project's pins here: a warning about one is printed once
-        cached = job.cache.keys if job.cache is not None else {}
-        if sum(os.path.abspath(f) in cached for f in files) * 2 < len(files):
-            project_index().prepare(files)  # a mostly cold run: the workers inherit the project's index
         # worker machinery only when workers start: not on every single-file run's start-up
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
