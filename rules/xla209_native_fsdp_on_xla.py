@@ -1,12 +1,12 @@
 """XLA209 native-fsdp-on-xla."""
 import ast
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, Optional
 
 from flake8_xla.analysis.devices import RUNTIME_STARTS
 from flake8_xla.analysis.launches import LAUNCH, SPAWN
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import Parents
 
 NATIVE_FSDP = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel",
@@ -73,10 +73,14 @@ class NativeFsdpOnXla(Rule):
         native = [r for r in refs if r.qualname in NATIVE_FSDP and r.call is not None]
         if not native:
             return
-        scopes = _scopes(ctx.get(NodeIndex))
+        parents = ctx.get(Parents)
+        function: Dict[int, Optional[ast.AST]] = {}  # id(reference node) -> its function
+        for ref in refs:
+            if not ref.is_import:
+                function[id(ref.node)] = _function_of(parents, ref.node)
         for ref in native:
-            scope = _innermost(scopes, ref.node)
-            inside = [r for r in refs if not r.is_import and _innermost(scopes, r.node) is scope]
+            scope = function[id(ref.node)]
+            inside = [r for r in refs if not r.is_import and function[id(r.node)] is scope]
             if any(r.qualname.startswith(XLA_FSDP_PREFIXES) for r in inside):
                 continue  # this code chooses between the wrappers
             if not any(r.qualname in XLA_DEVICE for r in inside):
@@ -87,17 +91,11 @@ class NativeFsdpOnXla(Rule):
                 "(SpmdFullyShardedDataParallel) under SPMD"))
 
 
-Span = Tuple[int, int, Optional[ast.AST]]
-
-
-def _scopes(index: NodeIndex) -> List[Span]:
-    spans: List[Span] = [(1, 10 ** 9, None)]
-    spans.extend((node.lineno, node.end_lineno or node.lineno, node)
-                 for node in index.of(ast.FunctionDef, ast.AsyncFunctionDef))
-    return spans
-
-
-def _innermost(spans: List[Span], node: ast.AST) -> Optional[ast.AST]:
-    line = getattr(node, "lineno", 0)
-    best = min((s for s in spans if s[0] <= line <= s[1]), key=lambda s: s[1] - s[0])
-    return best[2]
+def _function_of(parents: Parents, node: ast.AST) -> Optional[ast.AST]:
+    """The innermost def whose lines hold ``node`` (its parameters' defaults and annotations
+    included, its decorators not; lambdas and classes looked through), None at module level."""
+    for child, parent in parents.chain(node):
+        if type(parent) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
+                not any(child is d for d in parent.decorator_list):
+            return parent
+    return None

@@ -1,16 +1,16 @@
 """XLA601 weight-tying-lost-by-move."""
 import ast
 import re
-from typing import Dict, Iterator, List, NamedTuple, Optional, Set
+from typing import Dict, Iterator, List, Optional, Set
 
 from flake8_xla.analysis.flow import FlowFacts, Position, dotted
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, walk
 from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.ties import Tie, tie_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-_PARAMETERS = frozenset({"weight", "bias"})
 # a call that (re)ties or restores shared parameters: ``model.tie_weights()``, ``retie(model)``,
 # ``_set_shared_params(...)``, ``with preserve_shared_weights(model):``
 _RETIE = re.compile(r"(?i)tie|shar")
@@ -21,19 +21,6 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 HEADER = "import torch.nn as nn\nimport torch_xla\n\n"
 _NET = ("class LM(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.embed = nn.Embedding(100, 16)\n        self.head = nn.Linear(16, 100, bias=False)\n")
-
-
-class Tie(NamedTuple):
-    node: ast.stmt  # the assignment, or the tie_weights() call statement
-    # the dotted name inside which it ties: ``model.head.weight`` in ``model.head.weight = ...``,
-    # ``model`` in ``model.tie_weights()``
-    inside: str
-    text: str  # as written, for the message
-    tie_weights: bool  # a ``.tie_weights()`` call
-
-    def of(self, name: str) -> bool:
-        """Whether it ties parameters of the module ``name`` holds."""
-        return self.inside.startswith(name + ".") or (self.tie_weights and self.inside == name)
 
 
 class WeightTyingLostByMove(Rule):
@@ -165,7 +152,7 @@ class WeightTyingLostByMove(Rule):
         if name is None:
             return None
         for stmt in reversed([p.statement for p in _earlier_statements(flow, at)]):
-            tie = _tie_of(stmt)
+            tie = tie_of(stmt)
             if tie is not None and tie.of(name):
                 return tie
             if _rebinds(stmt, name):
@@ -182,24 +169,6 @@ def _is_move(call: ast.Call, ctx: FileContext) -> bool:
     if device is None and func.attr == "to" and call.args:
         device = call.args[0]
     return device is not None and ctx.get(TensorFacts).xla_device_value(device) is not None
-
-
-def _tie_of(stmt: ast.stmt) -> Optional[Tie]:
-    """The tie a statement makes: ``a.x.weight = b.y.weight`` or ``m.tie_weights()``."""
-    if type(stmt) is ast.Assign and len(stmt.targets) == 1:
-        target, value = stmt.targets[0], stmt.value
-        if type(target) is ast.Attribute and type(value) is ast.Attribute and target.attr in _PARAMETERS and \
-                value.attr in _PARAMETERS:
-            left, right = dotted(target), dotted(value)
-            if left and right and left != right:
-                return Tie(stmt, left, f"{left} = {right}", False)
-    if type(stmt) is ast.Expr and type(stmt.value) is ast.Call:
-        func = stmt.value.func
-        if type(func) is ast.Attribute and func.attr == "tie_weights" and not stmt.value.args:
-            root = dotted(func.value)
-            if root:
-                return Tie(stmt, root, f"{root}.tie_weights()", True)
-    return None
 
 
 def _tying_classes(index: NodeIndex) -> Dict[str, Tie]:
@@ -245,7 +214,7 @@ def _tying_classes(index: NodeIndex) -> Dict[str, Tie]:
 def _self_tie(fn: ast.AST) -> Optional[Tie]:
     for stmt in walk(fn.body, _DEFS + (ast.ClassDef, ast.Lambda)):
         if isinstance(stmt, ast.stmt):
-            tie = _tie_of(stmt)
+            tie = tie_of(stmt)
             if tie is not None and tie.of("self"):
                 return tie
     return None
@@ -291,16 +260,14 @@ def _tied_again(ctx: FileContext, flow: FlowFacts, call: ast.Call, at: Position,
     """Whether the move's function ties again after it (or the move sits in a ``with`` that restores
     shared parameters)."""
     names: Set[str] = {n for n in (dotted(call.func.value), _assigned_to(at.statement, call)) if n}
-    for node in walk(at.scope.body if hasattr(at.scope, "body") else [], _DEFS + (ast.ClassDef, ast.Lambda)):
+    for where in flow.statements_in(at.scope):  # its statements, inner blocks included, nested defs not
+        node = where.statement
         if type(node) in (ast.With, ast.AsyncWith) and node.lineno <= call.lineno <= node.end_lineno:
             if any(_names_retie(item.context_expr, names) for item in node.items):
                 return True
-        if not isinstance(node, ast.stmt):
+        if where.order <= at.order:
             continue
-        where = flow.position(node)
-        if where is None or where.statement is not node or where.order <= at.order:
-            continue
-        again = _tie_of(node)
+        again = tie_of(node)
         if again is not None and any(again.of(n) for n in names):
             return True
         if type(node) is ast.Expr and type(node.value) is ast.Call and _names_retie(node.value, names):
