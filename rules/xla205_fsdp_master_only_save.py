@@ -15,9 +15,16 @@ class FsdpMasterOnlySave(Rule):
     summary = "An FSDP model's sharded state saved by the master ordinal only"
     what_it_does = (
         "Flags `xm.save(...)` (and `xla_compat.save(...)`) of the `state_dict()` of a model wrapped "
-        "with `XlaFullyShardedDataParallel` in the same function, or of a checkpoint dict holding it, "
-        "without `master_only=False`: the default `master_only=True` or an explicit one. FSDPv2 "
-        "(SPMD) models are not flagged: they are checkpointed with `torch.distributed.checkpoint`."
+        "with `XlaFullyShardedDataParallel`, or of a checkpoint dict holding it, without `master_only=False`: "
+        "the default `master_only=True` or an explicit one; and a call of a helper, of the file or of another "
+        "module of the project, that saves what it is given on the master only (`xm.save` inside it, or a save "
+        "under `if xm.is_master_ordinal():` / `if rank == 0:`, and no save of it on every rank). The wrapper is "
+        "known from an FSDP call or a helper that returns one (`model = shard_module_fsdp(model)`) in the same "
+        "function, or from the file's calls of that function that pass one (`_save(model, step)`). A wrap "
+        "under a flag (`if use_fsdp: model = FSDP(model)`) counts: whenever the program runs with FSDP, the "
+        "checkpoint is one shard; a save on the flag's other side (`if not use_fsdp:`, its `else`) does not see "
+        "it, and neither does a save after a loop that wraps. FSDPv2 (SPMD) models are not flagged: they are "
+        "checkpointed with `torch.distributed.checkpoint`."
     )
     why_bad = (
         "Under FSDP each rank holds only its own shard of the parameters, and `model.state_dict()` "
@@ -49,8 +56,8 @@ class FsdpMasterOnlySave(Rule):
         Example(HEADER + XM + "\ndef save(model, path):\n    xm.save(model.state_dict(), path)\n",
                 title="a model from a parameter: unknown, silent"),
         Example(HEADER + XM + "\nmodel = Net()\nif use_fsdp:\n    model = FSDP(model)\n"
-                "xm.save(model.state_dict(), '/tmp/model.pt')\n",
-                title="wrapped only on one branch: unknown, silent"),
+                "if not use_fsdp:\n    xm.save(model.state_dict(), '/tmp/model.pt')\n",
+                title="saved only where the FSDP flag is off"),
         Example(HEADER + XM + FSDP2 + "\n"
                 "model = FSDPv2(Net(), mesh=mesh)\nxm.save(model.state_dict(), '/tmp/model.pt')\n",
                 title="FSDPv2 (SPMD) is a different story"),
@@ -79,14 +86,23 @@ class FsdpMasterOnlySave(Rule):
                             "rank-suffixed path and self.model.get_shard_metadata()"),),
             title="through a variable and a dict",
         ),
+        Example(
+            HEADER + XM + "\n\ndef save(state, path):\n    if xm.is_master_ordinal():\n"
+            "        torch.save(state, path)\n\n\nmodel = Net()\nif use_fsdp:\n    model = FSDP(model)\n"
+            "save({'model': model.state_dict()}, '/tmp/model.pt')\n",
+            expect=((15, 1, "save() writes only the master's shard of FSDP model `model` (line 14): it saves on the "
+                            "master only (line 9); save every rank's shard, with a rank-suffixed path and "
+                            "model.get_shard_metadata()"),),
+            title="a helper that saves on the master, a wrap under a flag",
+        ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         if not has_fsdp_v1(ctx):
             return
         facts = checkpoint_facts(ctx)
-        for save in facts.saves:
-            if save.qualname not in SAVES or save.unpacked:
+        for save in facts.saves + facts.helper_saves:
+            if (save.qualname not in SAVES and not save.helper) or save.unpacked:
                 continue
             if save.master_only is not None and not is_constant(save.master_only, True):
                 continue
@@ -94,13 +110,19 @@ class FsdpMasterOnlySave(Rule):
             if state is None:
                 continue
             model, line = state.model, state.wrap.call.lineno
+            where = f"line {line}" if state.passed is None else f"line {line}, passed on line {state.passed.lineno}"
             fix = (f"save every rank's shard with master_only=False, a rank-suffixed path and "
                    f"{model}.get_shard_metadata()")
-            if save.master_only is None:
+            if save.helper:
                 yield self.diagnostic(ctx, save.call, f"{save.callee}() writes only the master's shard of FSDP "
-                                                      f"model `{model}` (line {line}): master_only defaults to "
+                                                      f"model `{model}` ({where}): it saves on the master only "
+                                                      f"({save.helper}); save every rank's shard, with a "
+                                                      f"rank-suffixed path and {model}.get_shard_metadata()")
+            elif save.master_only is None:
+                yield self.diagnostic(ctx, save.call, f"{save.callee}() writes only the master's shard of FSDP "
+                                                      f"model `{model}` ({where}): master_only defaults to "
                                                       f"True; {fix}")
             else:
                 node = next((k for k in save.call.keywords if k.value is save.master_only), save.master_only)
                 yield self.diagnostic(ctx, node, f"{save.callee}(master_only=True) writes only the master's shard "
-                                                 f"of FSDP model `{model}` (line {line}); {fix}")
+                                                 f"of FSDP model `{model}` ({where}); {fix}")

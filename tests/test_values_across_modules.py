@@ -634,3 +634,54 @@ def test_an_optimizer_built_before_a_helper_of_another_module_wraps_the_model(tm
         ("train.py", 8, 17, "XLA201", "optimizer built from model.parameters() before `model` is wrapped with FSDP "
                                       "(line 9): FSDP replaces the parameters, so this optimizer never updates the "
                                       "model; build it after wrapping")]
+
+
+def test_an_fsdp_shard_saved_by_a_master_only_helper_of_another_module(tmp_path, capsys) -> None:
+    write_tree(tmp_path, {"xla_utils.py": """\
+        import torch
+        import torch_xla.core.xla_model as xm
+
+
+        def shard_module_fsdp(module):
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            return FSDP(module)
+
+
+        def save_checkpoint(state, path):
+            cpu_state = {k: v.cpu() for k, v in state.items()}
+            if xm.is_master_ordinal():
+                torch.save(cpu_state, path)
+            xm.rendezvous("save")
+
+
+        def save_per_rank(state, path):
+            torch.save(state, f"{path}.{xm.get_ordinal()}")
+    """, "train.py": """\
+        import torch_xla
+        import xla_utils
+
+
+        def _save(model, step):
+            state = {"model": model.state_dict(), "step": step}
+            xla_utils.save_checkpoint(state, f"/ckpt/step-{step}.pt")
+
+
+        def train(net, loader, use_fsdp):
+            student = net.to(torch_xla.device())
+            if use_fsdp:
+                student = xla_utils.shard_module_fsdp(student)
+            for step, batch in enumerate(loader):
+                _save(student, step)
+            xla_utils.save_checkpoint({"model": student.state_dict()}, "/ckpt/final.pt")
+            xla_utils.save_per_rank({"model": student.state_dict()}, "/ckpt/final.pt")
+    """})
+    assert check(capsys, tmp_path, "--select", "XLA205") == [
+        ("train.py", 7, 5, "XLA205", "xla_utils.save_checkpoint() writes only the master's shard of FSDP model "
+                                     "`model` (line 13, passed on line 15): it saves on the master only "
+                                     "(xla_utils.py:13); save every rank's shard, with a rank-suffixed path and "
+                                     "model.get_shard_metadata()"),
+        ("train.py", 16, 5, "XLA205", "xla_utils.save_checkpoint() writes only the master's shard of FSDP model "
+                                      "`student` (line 13): it saves on the master only (xla_utils.py:13); save "
+                                      "every rank's shard, with a rank-suffixed path and "
+                                      "student.get_shard_metadata()"),
+    ]

@@ -194,6 +194,11 @@ def _branch(stmt: ast.stmt, key: object, top: bool) -> bool:
     return type(stmt) is ast.If and (key == "orelse" or not (top and is_main_guard(stmt)))
 
 
+def _side(key: object) -> Optional[bool]:
+    """Which side of an if a block key is: True for its body, False for its else, None otherwise."""
+    return True if key == "body" else False if key == "orelse" else None
+
+
 def _blocks(stmt: ast.stmt) -> Iterator[Tuple[object, List[ast.stmt]]]:
     """(key, statements) of each block nested in ``stmt``."""
     for field in ("body", "orelse", "finalbody"):
@@ -244,6 +249,7 @@ class FlowFacts:
         self.moves: List[Move] = []
         self._paths: Dict[Tuple[Policy, int], Dict[int, tuple]] = {}
         self._scope_statements: Dict[int, List[Position]] = {}
+        self._kinds: Dict[int, Dict[int, type]] = {}
         self._names: Dict[int, Dict[str, List[Tuple[int, bool]]]] = {}
         # filled statement by statement, as far as the queries so far needed
         self._positions: Dict[int, Position] = {}
@@ -358,6 +364,60 @@ class FlowFacts:
         blocks = self._block_paths(_conditional_block, earlier.scope)
         first, second = blocks.get(id(earlier.statement), ()), blocks.get(id(later.statement), ())
         return second[:len(first)] == first
+
+    def flag_dominates(self, earlier: Position, later: Position) -> bool:
+        """:meth:`dominates`, or nearly: the blocks around ``earlier`` that are not around ``later`` are
+        if branches only (``if use_fsdp: model = FSDP(model)``), and ``later`` is on no other side of them."""
+        blocks = self._block_paths(_conditional_block, earlier.scope)
+        first, second = blocks.get(id(earlier.statement), ()), blocks.get(id(later.statement), ())
+        shared = 0
+        while shared < min(len(first), len(second)) and first[shared] == second[shared]:
+            shared += 1
+        kinds = self._statement_kinds(earlier.scope)
+        return all(kinds.get(stmt_id) is ast.If for stmt_id, _ in first[shared:]) and not self.exclusive(earlier, later)
+
+    def _statement_kinds(self, scope: ast.AST) -> Dict[int, type]:
+        kinds = self._kinds.get(id(scope))
+        if kinds is None:
+            kinds = self._kinds[id(scope)] = {id(p.statement): type(p.statement) for p in self.statements_in(scope)}
+        return kinds
+
+    def exclusive(self, first: Position, then: Position) -> bool:
+        """Whether the statements at ``first`` and ``then`` never both run in one pass: they sit in
+        different branches of one if, or on opposite sides of two ifs with the same test (``if use_fsdp:``
+        ... ``if not use_fsdp:``, or its ``else``)."""
+        if first.scope is not then.scope:
+            return False
+        blocks = self._block_paths(_branch, first.scope)
+        a, b = blocks.get(id(first.statement), ()), blocks.get(id(then.statement), ())
+        sides = dict(a)
+        if any(stmt_id in sides and sides[stmt_id] != key for stmt_id, key in b):
+            return True
+        tests = self._if_tests
+        mine = {}  # an if test's text -> whether ``first`` runs where it holds
+        for stmt_id, key in a:
+            side = _side(key)
+            if stmt_id in tests and side is not None:
+                mine[tests[stmt_id][0]] = side != tests[stmt_id][1]
+        for stmt_id, key in b:
+            side = _side(key)
+            if stmt_id in tests and side is not None:
+                text, flipped = tests[stmt_id]
+                if text in mine and mine[text] != (side != flipped):
+                    return True
+        return False
+
+    @functools.cached_property
+    def _if_tests(self) -> Dict[int, Tuple[str, bool]]:
+        """id(if statement) -> (its test's text without a leading ``not``, whether it had one)."""
+        out = {}
+        for node in walk([self.tree]):
+            if type(node) is ast.If:
+                test, flipped = node.test, False
+                while type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+                    test, flipped = test.operand, not flipped
+                out[id(node)] = (ast.dump(test), flipped)
+        return out
 
     # -- resolved names ---------------------------------------------------------------------------
     @functools.cached_property

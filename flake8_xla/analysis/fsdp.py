@@ -11,11 +11,15 @@ from __future__ import annotations
 import ast
 import re
 import weakref
-from typing import Iterator, List, NamedTuple, Optional
+import functools
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from .flow import FlowFacts, Position, Wrap, argument, dotted, is_main_guard
+from .calls import ProjectCalls
+from .flow import FlowFacts, Position, Wrap, argument, dotted, is_constant, is_main_guard
 from ..rule import FileContext
 from .semantic import SemanticModel
+from .syntax import NodeIndex, walk
+from .wraps import HelperWraps
 
 # -- qualified names -------------------------------------------------------------------------------
 # savers with xm.save's parameters (data, file_or_path, master_only, global_master)
@@ -43,6 +47,8 @@ _INERT_BASES = frozenset({"unittest.TestCase", "torch.nn.Module", "torch.nn.modu
 # -- words ---------------------------------------------------------------------------------------------
 # a path, or a name in it, that speaks of these holds the rank
 RANK_WORD = re.compile(r"(?i)rank|ordinal|process_index")
+# a call or flag that holds on the master process only (``xm.is_master_ordinal()``, ``is_main_process``)
+_MASTER_ONLY = re.compile(r"(?i)master|is_main|main_process|process_zero|should_save")
 # a test that speaks of these may select one process
 MASTER_WORD = re.compile(r"(?i)master|main|rank|ordinal|process_index|process_zero|leader|chief|should_save")
 
@@ -63,7 +69,12 @@ def spmd_api(qualname: str, *leaves: str) -> bool:
 
 
 def has_fsdp_v1(ctx: FileContext) -> bool:
-    return any(wrap.kind == "v1" for wrap in ctx.get(FlowFacts).wraps)
+    """The file wraps a model in FSDPv1, itself or, when it saves something, through a helper
+    (``model = shard_module_fsdp(model)``)."""
+    if any(wrap.kind == "v1" for wrap in ctx.get(FlowFacts).wraps):
+        return True
+    saves = any("save" in (dotted(call.func) or "").rsplit(".", 1)[-1].lower() for call in ctx.get(NodeIndex).of(ast.Call))
+    return saves and any(wrap.kind == "v1" for wrap in ctx.get(HelperWraps).assigned)
 
 
 # -- programs --------------------------------------------------------------------------------------
@@ -118,18 +129,101 @@ class Save(NamedTuple):
     master_only: Optional[ast.expr]  # None: left to the default (True)
     unpacked: bool  # *args or **kwargs: the arguments are unknown
     at: Position
+    helper: str = ""  # a helper that saves its argument on the master only: where it does ("utils.py:40")
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def master_only_test(test: ast.AST) -> bool:
+    """Whether an if test holds on the master process only: ``xm.is_master_ordinal()``,
+    ``is_main_process``, ``rank == 0`` (or an ``and`` holding one)."""
+    kind = type(test)
+    if kind is ast.BoolOp:
+        return type(test.op) is ast.And and any(master_only_test(v) for v in test.values)
+    node = test.func if kind is ast.Call else test
+    if type(node) in (ast.Name, ast.Attribute):
+        return bool(_MASTER_ONLY.search((dotted(node) or "").rsplit(".", 1)[-1]))
+    if kind is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:
+        left, right = test.left, test.comparators[0]
+        side = left if _zero(right) else right if _zero(left) else None
+        side = side.func if type(side) is ast.Call else side
+        return side is not None and bool(RANK_WORD.search(dotted(side) or ""))
+    return False
+
+
+def _zero(node: ast.AST) -> bool:
+    return type(node) is ast.Constant and node.value == 0 and type(node.value) is int
+
+
+def master_only_saves(fn: ast.AST, method: bool, qualname: Callable[[ast.AST], Optional[str]]) -> Tuple[Tuple[int, int], ...]:
+    """(position, line) of the parameters of ``fn`` (``self`` not counted) that it saves on the master
+    process only, or something computed from them: ``xm.save(state, path)`` (master_only defaults to True),
+    or a save under ``if xm.is_master_ordinal():`` / ``if rank == 0:``; never on every rank."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if method and not any(type(d) is ast.Name and d.id == "staticmethod" for d in fn.decorator_list):
+        params = params[1:]
+    origin: Dict[str, int] = {name: i for i, name in enumerate(params)}
+    if not origin:
+        return ()
+    own = walk(fn.body, _NESTED)
+    assigns = [n for n in own if type(n) is ast.Assign]
+    for _ in range(2):  # values computed from values computed from a parameter
+        for node in assigns:
+            source = _mentioned(node.value, origin)
+            if source is not None:
+                for target in node.targets:
+                    for name in walk([target]):
+                        if type(name) is ast.Name and name.id not in origin:
+                            origin[name.id] = source
+    guarded = set()
+    for node in own:
+        if type(node) is ast.If and master_only_test(node.test):
+            guarded.update(id(n) for n in walk(node.body, _NESTED))
+    master: Dict[int, int] = {}
+    everyone = set()
+    for node in own:
+        if type(node) is not ast.Call:
+            continue
+        name = qualname(node.func)
+        if name in SAVES:
+            flag = argument(node, 2, "master_only")
+            on_master = True if flag is None or is_constant(flag, True) else False if is_constant(flag, False) \
+                else None
+        else:
+            leaf = (name or dotted(node.func) or "").rsplit(".", 1)[-1].lower()
+            on_master = id(node) in guarded if "save" in leaf else None
+        data = node.args[0] if node.args else None
+        source = _mentioned(data, origin) if on_master is not None and data is not None else None
+        if source is None:
+            continue
+        if on_master:
+            master[source] = min(master.get(source, node.lineno), node.lineno)
+        else:
+            everyone.add(source)
+    return tuple((p, line) for p, line in sorted(master.items()) if p not in everyone)
+
+
+def _mentioned(expr: ast.AST, origin: Dict[str, int]) -> Optional[int]:
+    """The parameter (position) a name in ``expr`` holds or was computed from, if any."""
+    for node in walk([expr], _NESTED):
+        if type(node) is ast.Name and node.id in origin:
+            return origin[node.id]
+    return None
 
 
 class FsdpState(NamedTuple):
     model: str  # dotted name of the FSDPv1 wrapper
     wrap: Wrap
     call: ast.Call  # the ``model.state_dict()`` call
+    passed: Optional[ast.Call] = None  # the call of the file that passes the wrapper for a parameter
 
 
 class CheckpointFacts:
     """Checkpoint saves of one file and what their arguments hold, within one scope."""
 
     def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
         self.saves: List[Save] = []
         for ref in ctx.get(SemanticModel).references:
@@ -145,6 +239,39 @@ class CheckpointFacts:
                                    argument(call, 0, data_kw), argument(call, 1, path_kw),
                                    argument(call, 2, "master_only") if ref.qualname in SAVES else None,
                                    unpacked, at))
+
+    @functools.cached_property
+    def helper_saves(self) -> List[Save]:
+        """Calls of helpers, of the file or of another module of the project, that save an argument on
+        the master process only (``utils.save_checkpoint(state, path)``)."""
+        helpers = self.ctx.get(HelperWraps)
+        out: List[Save] = []
+        for call in self.ctx.get(NodeIndex).of(ast.Call):
+            found = helpers.callee(call) if call.args else None
+            if found is None:
+                continue
+            local, summary = found
+            saves = master_only_saves(local, False, self.flow.qualname) if local is not None else \
+                summary.saves_on_master
+            at = self.flow.position(call) if saves else None
+            for position, line in saves:
+                if at is None or position >= len(call.args) or type(call.args[position]) is ast.Starred:
+                    continue
+                where = f"line {line}" if local is not None else f"{summary.path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+                out.append(Save(call, dotted(call.func) or "", "", call.args[position], None, None, False, at, where))
+        return out
+
+    @functools.cached_property
+    def _calls_of(self) -> Dict[int, List[ast.Call]]:
+        """id(function of the file) -> the file's calls that run it (``_save(model, ...)``)."""
+        helpers = self.ctx.get(HelperWraps)
+        out: Dict[int, List[ast.Call]] = {}
+        for call in self.ctx.get(NodeIndex).of(ast.Call):
+            if type(call.func) is ast.Name:
+                found = helpers.callee(call)
+                if found is not None and found[0] is not None:
+                    out.setdefault(id(found[0]), []).append(call)
+        return out
 
     # -- what the data holds ------------------------------------------------------------------
     def fsdp_state(self, expr: Optional[ast.AST], depth: int = 3) -> Optional[FsdpState]:
@@ -168,13 +295,41 @@ class CheckpointFacts:
         return self.fsdp_state(value, depth - 1) if value is not None else None
 
     def _fsdp_state_call(self, call: ast.Call) -> Optional[FsdpState]:
-        name, at = dotted(call.func.value), self.flow.position(call)
+        name = dotted(call.func.value)
+        wrap = self._wrapper(name, call)
+        if wrap is not None:
+            return FsdpState(name, wrap, call)
+        passed = self._passed_wrapper(name, call)
+        return FsdpState(name, passed[0], call, passed[1]) if passed is not None else None
+
+    def _wrapper(self, name: Optional[str], node: ast.AST) -> Optional[Wrap]:
+        """The FSDPv1 wrapper ``name`` is bound to where ``node`` is, by the file's own wrap or a helper's,
+        on a path that can reach ``node``: a wrap under a flag (``if use_fsdp:``) counts, as the program
+        runs it whenever FSDP is on; a save on the flag's other side does not see it."""
+        at = self.flow.position(node)
         if name is None or at is None:
             return None
-        wrap = self.flow.wrapped_names(at.scope, at.order).get(name)
-        if wrap is None or wrap.kind != "v1" or not self.flow.dominates(wrap.at, at):
+        wrap = self.flow.wrapped_names(at.scope, at.order).get(name) or self.ctx.get(HelperWraps).wrapper_at(name, node)
+        if wrap is None or wrap.kind != "v1" or not self.flow.flag_dominates(wrap.at, at):
             return None
-        return FsdpState(name, wrap, call)
+        return wrap
+
+    def _passed_wrapper(self, name: Optional[str], node: ast.AST):
+        """(wrapper, call) when ``name`` is a parameter of the function around ``node``, never assigned
+        there, and a call of the file passes it an FSDPv1 wrapper (one such call is enough)."""
+        at = self.flow.position(node)
+        fn = at.scope if at is not None else None
+        if name is None or type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or self.flow.bindings_before(name, at):
+            return None
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if name not in params:
+            return None
+        for call in self._calls_of.get(id(fn), ()):
+            given = argument(call, params.index(name), name)
+            wrap = self._wrapper(dotted(given), call) if given is not None else None
+            if wrap is not None:
+                return wrap, call
+        return None
 
     # -- what the path says about the rank ----------------------------------------------------
     def path_kind(self, expr: Optional[ast.AST], part: bool = False, depth: int = 4) -> str:

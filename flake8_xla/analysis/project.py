@@ -36,6 +36,7 @@ class FunctionSummary(NamedTuple):
     returns_xla_device: str = ""  # "all" / "any" of its returns that can run on XLA give the XLA device
     returns_fsdp: str = ""  # "v1" / "v2": it returns an FSDP wrapper it builds (``return FSDP(module)``)
     reduces: Tuple[int, ...] = ()  # positions of the optimizers whose gradients it all-reduces
+    saves_on_master: Tuple[Tuple[int, int], ...] = ()  # (position, line): arguments it saves on the master only
 
 
 # What a call passes for one argument, as far as the callee needs to know: the value kinds of

@@ -6,6 +6,7 @@ import ast
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, dotted, is_constant, to_cpu
+from .fsdp import master_only_saves
 from .backends import BranchesOffXla
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
                       OutgoingCall, not_project)
@@ -59,7 +60,7 @@ def summarize(ctx) -> ModuleSummary:
             name, ctx.filename, fn.lineno, _host_reads(fn, is_method, qualname), name in syncing,
             any(kind(r) == DEVICE for r in returns), _returned_modules(returns, qualname),
             tensors.returns_xla_device(fn) or "", returned_wrapper(fn, qualname, tensors.assigned_value),
-            reduced_parameters(fn, qualname, is_method))
+            reduced_parameters(fn, qualname, is_method), master_only_saves(fn, is_method, qualname))
     imports: Dict[str, Tuple[int, str, str]] = {}
     for stmt in tree.body:
         if type(stmt) is ast.ImportFrom:

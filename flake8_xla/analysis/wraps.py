@@ -66,7 +66,7 @@ class HelperWraps(Fact):
             found.setdefault(fn.name, []).append(fn)
         return {name: defs[0] for name, defs in found.items() if len(defs) == 1}
 
-    def _callee(self, call: ast.Call):
+    def callee(self, call: ast.Call):
         """(the file's function, or the summary of another module's) a call runs, or None. By name
         only: this is asked of every call of a file that reduces gradients or wraps in FSDP."""
         func = call.func
@@ -87,7 +87,7 @@ class HelperWraps(Fact):
         value = bound[-1].value if bound else None
         if type(value) is not ast.Call:
             return None
-        found = self._callee(value)
+        found = self.callee(value)
         if found is None:
             return None
         local, summary = found
@@ -106,7 +106,7 @@ class HelperWraps(Fact):
             value = stmt.value
             if type(value) is not ast.Call or not value.args or len(stmt.targets) != 1:
                 continue
-            found = self._callee(value)
+            found = self.callee(value)
             if found is None:
                 continue
             local, summary = found
@@ -124,7 +124,7 @@ class HelperWraps(Fact):
         out = []
         for call in self.ctx.get(NodeIndex).of(ast.Call):
             given = [i for i, a in enumerate(call.args) if type(a) is ast.Name and _OPTIMIZER_ARGUMENT.search(a.id)]
-            found = self._callee(call) if given else None
+            found = self.callee(call) if given else None
             if found is None:
                 continue
             local, summary = found
