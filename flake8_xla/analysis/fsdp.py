@@ -73,8 +73,11 @@ def has_fsdp_v1(ctx: FileContext) -> bool:
     (``model = shard_module_fsdp(model)``)."""
     if any(wrap.kind == "v1" for wrap in ctx.get(FlowFacts).wraps):
         return True
-    saves = any("save" in (dotted(call.func) or "").rsplit(".", 1)[-1].lower() for call in ctx.get(NodeIndex).of(ast.Call))
-    return saves and any(wrap.kind == "v1" for wrap in ctx.get(HelperWraps).assigned)
+    calls = ctx.get(NodeIndex).of(ast.Call)
+    leaves = {call.func.attr if type(call.func) is ast.Attribute else getattr(call.func, "id", "") for call in calls}
+    if "state_dict" not in leaves or not any("save" in leaf.lower() for leaf in leaves):
+        return False  # nothing here saves a model's state: no need to ask the helpers (other modules' summaries)
+    return any(wrap.kind == "v1" for wrap in ctx.get(HelperWraps).assigned)
 
 
 # -- programs --------------------------------------------------------------------------------------
