@@ -170,3 +170,19 @@ def test_the_check_for_analysis_in_rule_files_can_fail(tmp_path, monkeypatch) ->
     assert list(analysis_in_rule_files()) == [
         ("xla999_example.py", 10, "class _Fact"), ("xla999_example.py", 6, "walk(...) of the whole file"),
         ("xla999_example.py", 7, "ast.walk")]
+
+
+def test_no_file_context_outlives_its_lint() -> None:
+    """A fact cached outside the context that holds the context (a weak-keyed map whose value keeps its
+    key) keeps every file's tree alive: a cold run over a project grew 30% slower from one."""
+    import gc
+
+    from flake8_xla.engine import lint_source
+    from flake8_xla.rule import FileContext
+
+    source = ("import torch_xla.core.xla_model as xm\n"
+              "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n\n\n"
+              "def save(net):\n    model = FSDP(net)\n    xm.save(model.state_dict(), '/tmp/m.pt')\n")
+    assert lint_source(source, "train.py")
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, FileContext)]

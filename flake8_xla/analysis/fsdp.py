@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import re
-import weakref
 import functools
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -18,7 +17,7 @@ from .calls import ProjectCalls
 from .flow import FlowFacts, Position, Wrap, argument, dotted, is_constant, is_main_guard
 from ..rule import FileContext
 from .semantic import SemanticModel
-from .syntax import NodeIndex, walk
+from .syntax import Fact, NodeIndex, walk
 from .wraps import HelperWraps
 
 # -- qualified names -------------------------------------------------------------------------------
@@ -77,7 +76,12 @@ def has_fsdp_v1(ctx: FileContext) -> bool:
     leaves = {call.func.attr if type(call.func) is ast.Attribute else getattr(call.func, "id", "") for call in calls}
     if "state_dict" not in leaves or not any("save" in leaf.lower() for leaf in leaves):
         return False  # nothing here saves a model's state: no need to ask the helpers (other modules' summaries)
-    return any(wrap.kind == "v1" for wrap in ctx.get(HelperWraps).assigned)
+    # only the names whose state is taken, and what the file passes to its own functions (``_save(model)``)
+    owners = {dotted(c.func.value) for c in calls if type(c.func) is ast.Attribute and c.func.attr == "state_dict"}
+    local = {fn.name for fn in ctx.get(NodeIndex).of(ast.FunctionDef, ast.AsyncFunctionDef)}
+    owners.update(dotted(a) for c in calls if type(c.func) is ast.Name and c.func.id in local for a in c.args)
+    owners.discard(None)
+    return any(wrap.kind == "v1" for wrap in ctx.get(HelperWraps).assigned_to(frozenset(owners)))
 
 
 # -- programs --------------------------------------------------------------------------------------
@@ -222,7 +226,7 @@ class FsdpState(NamedTuple):
     passed: Optional[ast.Call] = None  # the call of the file that passes the wrapper for a parameter
 
 
-class CheckpointFacts:
+class CheckpointFacts(Fact):
     """Checkpoint saves of one file and what their arguments hold, within one scope."""
 
     def __init__(self, ctx: FileContext) -> None:
@@ -381,15 +385,9 @@ class CheckpointFacts:
         return UNKNOWN
 
 
-_FACTS: "weakref.WeakKeyDictionary[FileContext, CheckpointFacts]" = weakref.WeakKeyDictionary()
-
-
 def checkpoint_facts(ctx: FileContext) -> CheckpointFacts:
-    """Computed once per file, shared by XLA205-XLA207."""
-    facts = _FACTS.get(ctx)
-    if facts is None:
-        facts = _FACTS[ctx] = CheckpointFacts(ctx)
-    return facts
+    """Computed once per file, shared by XLA205-XLA207, XLA401 and XLA403."""
+    return ctx.get(CheckpointFacts)
 
 
 def combine(kinds: Iterator[str]) -> str:

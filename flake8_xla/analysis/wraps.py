@@ -100,11 +100,18 @@ class HelperWraps(Fact):
     @functools.cached_property
     def assigned(self) -> List[Wrap]:
         """FSDP wrappers from helpers assigned to a name: ``model = shard(model)``, ``fsdp = wrap(net)``."""
+        return self.assigned_to(None)
+
+    def assigned_to(self, names: Optional[frozenset]) -> List[Wrap]:
+        """:attr:`assigned`, of the assignments to ``names`` only (None: all): asking a helper of another
+        module means reading that module, which a cold run pays for."""
         flow = self.ctx.get(FlowFacts)
         out: List[Wrap] = []
         for stmt in self.ctx.get(NodeIndex).of(ast.Assign):
             value = stmt.value
             if type(value) is not ast.Call or not value.args or len(stmt.targets) != 1:
+                continue
+            if names is not None and dotted(stmt.targets[0]) not in names:
                 continue
             found = self.callee(value)
             if found is None:
