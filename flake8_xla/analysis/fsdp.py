@@ -9,15 +9,15 @@ order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
 from __future__ import annotations
 
 import ast
-import re
 import functools
+import os
+import re
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from .calls import ProjectCalls
 from .flow import FlowFacts, Position, Wrap, argument, dotted, is_constant, is_main_guard
 from ..rule import FileContext
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, walk
+from .syntax import Fact, NodeIndex, positional_parameters, walk
 from .wraps import HelperWraps
 
 # -- qualified names -------------------------------------------------------------------------------
@@ -167,10 +167,7 @@ def master_only_saves(fn: ast.AST, method: bool, qualname: Callable[[ast.AST], O
     """(position, line) of the parameters of ``fn`` (``self`` not counted) that it saves on the master
     process only, or something computed from them: ``xm.save(state, path)`` (master_only defaults to True),
     or a save under ``if xm.is_master_ordinal():`` / ``if rank == 0:``; never on every rank."""
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-    if method and not any(type(d) is ast.Name and d.id == "staticmethod" for d in fn.decorator_list):
-        params = params[1:]
-    origin: Dict[str, int] = {name: i for i, name in enumerate(params)}
+    origin: Dict[str, int] = {name: i for i, name in enumerate(positional_parameters(fn, method))}
     if not origin:
         return ()
     own = walk(fn.body, _NESTED)
@@ -264,7 +261,7 @@ class CheckpointFacts(Fact):
             for position, line in saves:
                 if at is None or position >= len(call.args) or type(call.args[position]) is ast.Starred:
                     continue
-                where = f"line {line}" if local is not None else f"{summary.path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+                where = f"line {line}" if local is not None else f"{os.path.basename(summary.path)}:{line}"
                 out.append(Save(call, dotted(call.func) or "", "", call.args[position], None, None, False, at, where))
         return out
 

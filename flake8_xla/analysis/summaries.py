@@ -11,7 +11,7 @@ from .backends import BranchesOffXla
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
                       OutgoingCall, not_project)
 from .reads import READ_BUILTINS, READ_METHODS
-from .syntax import NodeIndex, is_fallback_return, walk
+from .syntax import NodeIndex, is_fallback_return, positional_parameters, walk
 from .loops import StepRegions
 from .placement import XlaPlacement
 from .tensors import DEVICE, MODULE, TensorFacts
@@ -174,10 +174,7 @@ def _module_name(node: ast.AST, qualname) -> Optional[str]:
 
 def _host_reads(fn: ast.AST, is_method: bool, qualname) -> Tuple[HostRead, ...]:
     """The parameters ``fn`` reads to the host, itself or through values computed from them."""
-    args = fn.args
-    positional = [a.arg for a in args.posonlyargs + args.args]
-    if is_method and not any(type(d) is ast.Name and d.id == "staticmethod" for d in fn.decorator_list):
-        positional = positional[1:]
+    positional = positional_parameters(fn, is_method)
     origin: Dict[str, int] = {name: i for i, name in enumerate(positional)}
     if not origin:
         return ()

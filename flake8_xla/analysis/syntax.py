@@ -66,6 +66,14 @@ def is_fallback_return(value: Optional[ast.AST]) -> bool:
     return all(e is None or (type(e) is ast.Constant and e.value in (None, False, True)) for e in elements)
 
 
+def positional_parameters(fn: ast.AST, method: bool) -> List[str]:
+    """The names a call fills by position (``self``/``cls`` of a method not counted, a staticmethod's kept)."""
+    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if method and not any(type(d) is ast.Name and d.id == "staticmethod" for d in fn.decorator_list):
+        names = names[1:]
+    return names
+
+
 def parents(tree: ast.AST) -> Dict[int, ast.AST]:
     """id(node) -> its syntactic parent, for every node below ``tree``."""
     out: Dict[int, ast.AST] = {}
