@@ -15,6 +15,16 @@ from .watchdog import Watchdog
 from .worker_logs import log_worker
 from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradients
 
+
+
+def __getattr__(name: str):
+    if name == "trace":  # the module is callable: xla_compat.trace() is its context manager
+        from . import trace
+
+        return trace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "add_step_closure", "all_gather_object", "all_reduce", "atomic_save", "check_fsdp_optimizer",
     "CheckpointManager", "compile", "consolidate_sharded", "device", "device_hw", "device_type", "devices",

@@ -1,0 +1,154 @@
+"""A traced run's events as findings: the linter's code where one fits, a short message with how
+often it happened, and a level (``warning`` when it repeats across steps or within one, ``note``
+when it happened once or on a few steps, as a throttled log line does)."""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+from .events import BRANCH, COMPILED, COPY, FALLBACK, READ, WAIT, spelling
+from .frames import Site, library_name
+from .record import Change, Key, Recording
+
+HOST_READ, FALLBACK_CODE, WAIT_CODE, BRANCH_CODE, EVAL_COPY = "XLA303", "XLA301", "XLA302", "XLA304", "XLA307"
+RECOMPILE, LIBRARY_SYNC = "XLA309", "XLA310"
+# a site hit this many times in one step is in a loop (an evaluation loop, a per-token decode)
+LOOP_HITS = 3
+
+
+class TraceFinding(NamedTuple):
+    """One place that cut the graph, as the trace reports it."""
+
+    code: str
+    path: str  # relative to the working directory when under it
+    line: int
+    message: str
+    level: str  # "warning" or "note"
+    kind: str  # read, branch, copy, fallback, compile, wait
+    steps_hit: int  # full steps (between two boundaries) it happened in
+    full_steps: int  # full steps the run had
+    per_step: int  # most events in one step
+    count: int  # events in the whole run
+    library: Optional[str] = None  # "transformers/generation/utils.py:2345" when it happened there
+
+    def as_json(self) -> dict:
+        return {"filename": self.path, "line": self.line, "column": 1, "code": self.code, "message": self.message,
+                "severity": self.level, "kind": self.kind, "steps_hit": self.steps_hit,
+                "full_steps": self.full_steps, "per_step": self.per_step, "count": self.count,
+                "library": self.library}
+
+
+def display_path(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith(os.pardir) else relative
+
+
+def findings(recording: Recording) -> List[TraceFinding]:
+    """Every event site of ``recording``, sorted by file and line."""
+    boundaries = recording.step
+    full = [s for s in range(1, boundaries)]  # steps with a boundary on each side
+    out = []
+    for key, steps in recording.hits.items():
+        site = key.site or key.library
+        if site is None:
+            continue
+        finding = _finding(key, site, steps, full, recording)
+        if finding is not None:
+            out.append(finding)
+    return sorted(out, key=lambda f: (f.path, f.line, f.code, f.message))
+
+
+def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
+             recording: Recording) -> Optional[TraceFinding]:
+    hit_full = [s for s in steps if s in set(full)]
+    per_step = max(steps.values())
+    count = sum(steps.values())
+    library = _library(key)
+    # outside a full step (set-up, after the loop) only a loop that runs a graph each time counts
+    in_loop = max((recording.cuts.get(key) or {0: 0}).values()) if not hit_full else per_step
+    repeats = (len(hit_full) >= 2 and 2 * len(hit_full) >= len(full)) or in_loop >= LOOP_HITS
+    when = _when(steps, hit_full, full, recording.step, per_step)
+    if key.kind == COMPILED:
+        code, level = RECOMPILE, "warning" if hit_full else "note"
+        message = _compile_message(key.detail, steps, count)
+    elif key.kind == FALLBACK:
+        code, level = FALLBACK_CODE, "warning" if repeats else "note"
+        message = f"{key.detail} ran on the CPU (no XLA lowering) {when}"
+    elif key.kind == WAIT:
+        code, level = WAIT_CODE, "warning" if repeats else "note"
+        message = f"{_wait_spelling(str(key.detail))} blocked the host until the device finished {when}"
+    else:
+        code = _read_code(key, steps, recording, library)
+        level = "warning" if repeats else "note"
+        message = _read_message(key, library, when)
+    return TraceFinding(code, display_path(site.path), site.line, message, level, key.kind, len(hit_full),
+                        len(full), per_step, count, library)
+
+
+def _library(key: Key) -> Optional[str]:
+    if key.library is None or key.site is None:
+        return None
+    return f"{library_name(key.library.path)}:{key.library.line}"
+
+
+def _read_code(key: Key, steps: Dict[int, int], recording: Recording, library: Optional[str]) -> str:
+    if library is not None:
+        return LIBRARY_SYNC
+    if key.kind == BRANCH:
+        return BRANCH_CODE
+    if not any(s in recording.training_steps for s in steps):  # no backward() in those steps: evaluation
+        return EVAL_COPY
+    return HOST_READ
+
+
+def _read_message(key: Key, library: Optional[str], when: str) -> str:
+    name = str(key.detail)
+    what = "copied device data to the host" if key.kind == COPY else "read a device value to the host"
+    if key.kind == BRANCH:
+        what = "on a tensor read its value to the host"
+    inside = f" inside {library}" if library else ""
+    return f"{spelling(name)}{inside} {what} {when}"
+
+
+def _wait_spelling(detail: str) -> str:
+    return "xm.wait_device_ops()" if detail == "wait_device_ops" else "torch_xla.sync(wait=True)"
+
+
+def _when(steps: Dict[int, int], hit_full: Sequence[int], full: Sequence[int], boundaries: int,
+          per_step: int) -> str:
+    if hit_full:
+        each = f"{per_step} per step" if all(steps[s] == per_step for s in hit_full) else f"up to {per_step} per step"
+        return f"on {len(hit_full)} of {len(full)} steps, {each}"
+    step = next(iter(steps))
+    where = ("before the first step boundary" if step == 0 else "after the last step boundary")
+    times = "once" if per_step == 1 else f"{per_step} times"
+    return f"{times} {where}"
+
+
+def _compile_message(change: object, steps: Dict[int, int], count: int) -> str:
+    first = min(steps)
+    graphs = "a new graph" if count == 1 else f"{count} new graphs"
+    head = f"{graphs} compiled after warm-up (first on step {first})"
+    if not isinstance(change, Change) or change.line is None:
+        return f"{head}; no traced call changed its input shapes or whether it ran"
+    if change.what == "shapes":
+        return f"{head}: this call's input shapes changed, {change.before} -> {change.after}"
+    if change.after == "ran":
+        return f"{head}: the Python path changed, this line ran and had not on the step before"
+    return f"{head}: the Python path changed, this line did not run and had on the step before"
+
+
+def lines_ran(recording: Recording) -> Dict[str, List[int]]:
+    """The project's lines that made a torch call during a full step, by display path."""
+    boundaries = recording.step
+    out: Dict[str, List[int]] = {}
+    for (path, line), steps in recording.lines_ran.items():
+        if any(0 < s < boundaries for s in steps) or boundaries <= 1:
+            out.setdefault(display_path(path), []).append(line)
+    return {path: sorted(lines) for path, lines in sorted(out.items())}
+
+
+__all__ = ["READ", "TraceFinding", "findings", "lines_ran"]

@@ -1,0 +1,113 @@
+"""What a traced run did, step by step: events per source line, the lines that ran, and, for each
+graph compiled after warm-up, what changed since the step before (a call's input shapes, or which
+lines ran)."""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple, Union
+
+from .frames import Site
+
+Shapes = Tuple[Tuple[int, ...], ...]
+Line = Tuple[str, int]
+
+
+class Key(NamedTuple):
+    """One kind of event at one place: ``detail`` is the call's name, the fallback op or, for a
+    compile, the :class:`Change` since the step before."""
+
+    kind: str
+    site: Optional[Site]
+    library: Optional[Site]
+    detail: Union[str, "Change"]
+
+
+class Change(NamedTuple):
+    """Why a step compiled a new graph: ``line`` the first call that differs from the step before."""
+
+    what: str  # "shapes", "path" or "" (no traced call differs)
+    line: Optional[Line]
+    before: str
+    after: str
+
+
+class Recording:
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.step = 0  # step boundaries seen; events before the first are step 0
+        self.hits: Dict[Key, Dict[int, int]] = {}
+        self.cuts: Dict[Key, Dict[int, int]] = {}  # the events during which a graph ran
+        self.training_steps: Set[int] = set()  # steps that called backward()
+        self.lines_ran: Dict[Line, Set[int]] = {}
+        self.backward_in_step = False
+        self.closed = False
+        self._shapes: Dict[Line, Shapes] = {}  # this step's first call per line, in order
+        self._previous_shapes: Optional[Dict[Line, Shapes]] = None
+        self._compiles: List[Tuple[Optional[Site], Optional[Site], int]] = []
+
+    def ran(self, site: Site, args: tuple, tensor_type: type) -> None:
+        line = (site.path, site.line)
+        steps = self.lines_ran.get(line)
+        if steps is None:
+            steps = self.lines_ran[line] = set()
+        steps.add(self.step)
+        if line not in self._shapes:
+            self._shapes[line] = tuple(tuple(a.shape) for a in args if isinstance(a, tensor_type))
+
+    def event(self, key: Key, count: int, cut: bool = True) -> None:
+        """``count`` events of ``key`` in this step; ``cut``: a graph may have run for them."""
+        steps = self.hits.get(key)
+        if steps is None:
+            steps = self.hits[key] = {}
+        steps[self.step] = steps.get(self.step, 0) + count
+        if cut:
+            cuts = self.cuts.setdefault(key, {})
+            cuts[self.step] = cuts.get(self.step, 0) + count
+
+    def compiled(self, site: Optional[Site], library: Optional[Site], graphs: int) -> None:
+        if self.step > self.warmup:
+            self._compiles.append((site, library, graphs))
+
+    def boundary(self) -> None:
+        """A step ended: explain its compiles, then start the next step."""
+        self._end_step()
+        self.step += 1
+
+    def close(self) -> None:
+        if not self.closed:
+            self._end_step()
+            self.closed = True
+
+    def _end_step(self) -> None:
+        if self.backward_in_step:
+            self.training_steps.add(self.step)
+        self.backward_in_step = False
+        if self._compiles:  # one finding per cause: the first sync that compiled stands for the others
+            change = _change(self._previous_shapes, self._shapes)
+            site, library, _ = self._compiles[0]
+            if change.line is not None:
+                site, library = Site(change.line[0], change.line[1], ""), None
+            self.event(Key("compile", site, library, change), sum(graphs for _, _, graphs in self._compiles))
+            self._compiles = []
+        self._previous_shapes, self._shapes = self._shapes, {}
+
+
+def _change(before: Optional[Dict[Line, Shapes]], after: Dict[Line, Shapes]) -> Change:
+    if before is None:
+        return Change("", None, "", "")
+    for line, shapes in after.items():
+        old = before.get(line)
+        if old is not None and old != shapes:
+            changed = [(a, b) for a, b in zip(old, shapes) if a != b] or [(old, shapes)]
+            return Change("shapes", line, ", ".join(_shape_text(a) for a, _ in changed),
+                          ", ".join(_shape_text(b) for _, b in changed))
+    for line in after:
+        if line not in before:
+            return Change("path", line, "did not run", "ran")
+    for line in before:
+        if line not in after:
+            return Change("path", line, "ran", "did not run")
+    return Change("", None, "", "")
+
+
+def _shape_text(shape: Tuple) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
