@@ -72,8 +72,11 @@ def _opt_in(rule: Rule) -> str:
 
 def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
-    reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
-                         for d in lint_source(example.source, target=example.target, migrate_to=rule.migration))
+    if rule.run_only:  # tests/runtime/test_trace_examples.py checks that the trace reports exactly this
+        reported = "\n".join(f"{line}:{col}: {rule.code} {message}" for line, col, message in example.expect)
+    else:
+        reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
+                             for d in lint_source(example.source, target=example.target, migrate_to=rule.migration))
     # `flake8-xla check --include-docs` lints these pages; their blocks are alternatives, not one program
     parts = [f"# {rule.code}: {rule.name}", "<!-- flake8-xla: separate-blocks -->", rule.summary + "."]
     if rule.off_by_default:
@@ -82,6 +85,9 @@ def render_rule(rule: Rule) -> str:
         parts.append(f"**Runs only under `--migrate-to {rule.migration}`** (config `migrate-to = \"{rule.migration}\"`, "
                      f"flake8 `--xla-migrate-to {rule.migration}`), and then the torch_xla rules do not; see "
                      "[the migration guide](../torchtpu.md).")
+    if rule.run_only:
+        parts.append("**Reported at run time only**, by `python -m xla_compat.trace` (see [the trace guide](../trace.md)); "
+                     "`flake8-xla check --trace TRACE.json` shows it beside the linter's findings.")
     parts += [
         "## What it does",
         rule.what_it_does,
@@ -90,6 +96,7 @@ def render_rule(rule: Rule) -> str:
         "## Example",
         _code_block(example.source),
         f"`flake8-xla check --migrate-to {rule.migration}` reports:" if rule.migration else
+        "`python -m xla_compat.trace example.py` reports (torch_xla 2.9, `PJRT_DEVICE=CPU`):" if rule.run_only else
         f"flake8-xla reports (target torch_xla {example.target}):",
         _code_block(reported, "text"),
     ]

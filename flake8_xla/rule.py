@@ -134,9 +134,14 @@ class Rule:
     # How bad its diagnostics are (SARIF level, GitHub annotation, JSON severity) unless one says
     # otherwise (Diagnostic.level): a lifecycle use that raises on the target is an error.
     level: ClassVar[Level] = "warning"
+    # Reported only by the run-time trace (``python -m xla_compat.trace``): the linter never reports
+    # it, and its examples are programs whose ``expect`` is what the trace of them reports.
+    run_only: ClassVar[bool] = False
 
-    def check(self, ctx: FileContext) -> Iterable[Diagnostic]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def check(self, ctx: FileContext) -> Iterable[Diagnostic]:
+        if self.run_only:
+            return ()
+        raise NotImplementedError  # pragma: no cover - abstract
 
     def check_fixable(self, ctx: FileContext) -> Iterable[Tuple[Diagnostic, Optional[Callable]]]:
         """Each diagnostic with a builder of its fix (called with a :class:`flake8_xla.fixing.FixSite`),

@@ -19,9 +19,9 @@ from .steps import RateTracker, add_step_closure, optimizer_step, reduce_gradien
 
 def __getattr__(name: str):
     if name == "trace":  # the module is callable: xla_compat.trace() is its context manager
-        from . import trace
+        import importlib
 
-        return trace
+        return importlib.import_module(__name__ + ".trace")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -31,5 +31,5 @@ __all__ = [
     "do_on_ordinals", "get_rng_state", "global_ordinal", "GraphReport", "GraphWarning", "GraphWatch",
     "is_fsdp_parameter", "JobFailed", "launch", "load", "local_ordinal", "log_worker", "manual_seed", "mesh_reduce",
     "optimizer_step", "RateTracker", "real_devices", "reduce_gradients", "rendezvous", "save", "save_sharded",
-    "shard_path", "spmd", "sync", "to_cpu", "watch_steps", "Watchdog", "world_size",
+    "shard_path", "spmd", "sync", "to_cpu", "trace", "watch_steps", "Watchdog", "world_size",
 ]

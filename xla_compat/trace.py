@@ -19,6 +19,8 @@ import sys
 import types
 from typing import Any, List, Optional, Sequence, Tuple
 
+from .tracing.session import Trace  # imports no torch until a trace starts
+
 FORMATS = ("text", "json", "sarif", "github")
 
 
@@ -79,8 +81,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     root = args.project_root or (os.path.dirname(os.path.abspath(script)) if script else os.getcwd())
 
-    from .tracing.session import Trace
-
     trace = Trace(project_root=root, warmup=args.warmup, steps=args.steps)
     status = _run(trace, script, module, program[2:] if module else program[1:])
     report = render(trace, args.format)
@@ -97,7 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if failing else 0
 
 
-def _run(trace: Any, script: Optional[str], module: Optional[str], arguments: List[str]) -> int:
+def _run(trace: Trace, script: Optional[str], module: Optional[str], arguments: List[str]) -> int:
     """Run the program under ``trace`` as ``python SCRIPT`` / ``python -m MODULE`` would; its exit status."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [script or module or ""] + arguments
@@ -128,7 +128,7 @@ def _run(trace: Any, script: Optional[str], module: Optional[str], arguments: Li
     return status
 
 
-def render(trace: Any, fmt: str) -> str:
+def render(trace: Trace, fmt: str) -> str:
     """The trace's findings in one of :data:`FORMATS`; json is the trace document."""
     if fmt == "json":
         import json
@@ -152,9 +152,7 @@ def render(trace: Any, fmt: str) -> str:
 class _CallableModule(types.ModuleType):
     """``xla_compat.trace(...)`` is the context manager, whether the attribute is this module or not."""
 
-    def __call__(self, project_root: Optional[str] = None, warmup: int = 2, steps: Optional[int] = None) -> Any:
-        from .tracing.session import Trace
-
+    def __call__(self, project_root: Optional[str] = None, warmup: int = 2, steps: Optional[int] = None) -> Trace:
         if project_root is None:
             project_root = os.path.dirname(os.path.abspath(sys._getframe(1).f_code.co_filename))
         return Trace(project_root=project_root, warmup=warmup, steps=steps)

@@ -48,8 +48,8 @@ def display_path(path: str) -> str:
 
 def findings(recording: Recording) -> List[TraceFinding]:
     """Every event site of ``recording``, sorted by file and line."""
-    boundaries = recording.step
-    full = [s for s in range(1, boundaries)]  # steps with a boundary on each side
+    # steps with a boundary on each side in which the program made a torch call
+    full = [s for s in range(1, recording.step) if s in recording.active_steps]
     out = []
     for key, steps in recording.hits.items():
         site = key.site or key.library
@@ -91,7 +91,8 @@ def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
 def _library(key: Key) -> Optional[str]:
     if key.library is None or key.site is None:
         return None
-    return f"{library_name(key.library.path)}:{key.library.line}"
+    name = library_name(key.library.path)
+    return f"{os.path.relpath(name) if os.path.isabs(name) else name}:{key.library.line}"
 
 
 def _read_code(key: Key, steps: Dict[int, int], recording: Recording, library: Optional[str]) -> str:
@@ -105,12 +106,13 @@ def _read_code(key: Key, steps: Dict[int, int], recording: Recording, library: O
 
 
 def _read_message(key: Key, library: Optional[str], when: str) -> str:
-    name = str(key.detail)
-    what = "copied device data to the host" if key.kind == COPY else "read a device value to the host"
-    if key.kind == BRANCH:
-        what = "on a tensor read its value to the host"
+    subject = spelling(str(key.detail)) + (" on a tensor" if key.kind == BRANCH else "")
     inside = f" inside {library}" if library else ""
-    return f"{spelling(name)}{inside} {what} {when}"
+    if key.kind == COPY:
+        return f"{subject}{inside} copied device data to the host {when}"
+    if key.kind == BRANCH:
+        return f"{subject}{inside} read its value to the host {when}"
+    return f"{subject}{inside} read a device value to the host {when}"
 
 
 def _wait_spelling(detail: str) -> str:

@@ -37,6 +37,10 @@ class Recording:
         self.hits: Dict[Key, Dict[int, int]] = {}
         self.cuts: Dict[Key, Dict[int, int]] = {}  # the events during which a graph ran
         self.training_steps: Set[int] = set()  # steps that called backward()
+        # steps in which the project's code made a torch call, other than on the lines of the boundaries
+        # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
+        self.active_steps: Set[int] = set()
+        self._opened_at: Optional[Line] = None
         self.lines_ran: Dict[Line, Set[int]] = {}
         self.backward_in_step = False
         self.closed = False
@@ -67,17 +71,21 @@ class Recording:
         if self.step > self.warmup:
             self._compiles.append((site, library, graphs))
 
-    def boundary(self) -> None:
-        """A step ended: explain its compiles, then start the next step."""
-        self._end_step()
+    def boundary(self, site: Optional[Site]) -> None:
+        """A step ended at ``site``'s line: explain its compiles, then start the next step."""
+        line = None if site is None else (site.path, site.line)
+        self._end_step(line)
         self.step += 1
+        self._opened_at = line
 
     def close(self) -> None:
         if not self.closed:
-            self._end_step()
+            self._end_step(None)
             self.closed = True
 
-    def _end_step(self) -> None:
+    def _end_step(self, closed_at: Optional[Line]) -> None:
+        if set(self._shapes) - {self._opened_at, closed_at}:
+            self.active_steps.add(self.step)
         if self.backward_in_step:
             self.training_steps.add(self.step)
         self.backward_in_step = False

@@ -127,7 +127,7 @@ class Tracer:
             # an op that fell back outside a traced call (in backward, say) is blamed on no call
             for op, calls in self.counters.new_fallbacks():
                 recording.event(Key(FALLBACK, site, library, op), calls)
-            recording.boundary()
+            recording.boundary(site)
             if self.stop_after is not None and recording.step >= self.stop_after:
                 raise TraceStop(recording.step)
             return result
