@@ -17,7 +17,7 @@ import os
 import runpy
 import sys
 import types
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .tracing.session import Trace  # imports no torch until a trace starts
 

@@ -26,6 +26,7 @@ from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
 from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
 from .running import FileResult, Interrupted, Job, run_files
 from .summary import check_note, fix_summary, plural, settings_report, statistics
+from .trace_merge import merge as merge_trace, read_trace, summary as trace_summary
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -129,6 +130,9 @@ def _check_options(check: argparse.ArgumentParser) -> None:
     check.add_argument("--add-noqa", action="store_true",
                        help="append `# noqa: CODE` to the lines with diagnostics (Python files only)")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    check.add_argument("--trace", metavar="TRACE.json",
+                       help="merge a run's trace (python -m xla_compat.trace --format json): mark the graph "
+                            "findings it confirmed or ran without a sync, add what only the run saw")
     _add_cache_option(check)
 
 
@@ -315,6 +319,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.add_noqa:
             raise UsageError("--add-noqa and --fix/--diff each rewrite the files; run them one after the other")
         return cmd_fix(args)
+    evidence = read_trace(args.trace) if args.trace else None
     settings, selector, files, done = _prepare(args)
     if done is not None:
         return done
@@ -331,6 +336,9 @@ def cmd_check(args: argparse.Namespace) -> int:
                 cache.put(*r.cache_update)
         cache.save()
     findings = [f for r in results for f in r.findings]
+    merged = None
+    if evidence is not None:
+        findings, merged = merge_trace(findings, evidence, files, selector)
     if settings.output_format in TEXT_FORMATS:
         stream = sys.stdout if not args.output_file else None
         color = stream is not None and wants_color(args.color, stream)
@@ -349,6 +357,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         emit(f"Added {plural(added, 'noqa comment')} in {plural(sum(1 for r in results if r.noqa_added), 'file')}."
              "\n", sys.stderr)
     elif settings.output_format in TEXT_FORMATS and not args.quiet:
+        if merged is not None:
+            emit(trace_summary(merged) + "\n", sys.stderr)
         note = check_note(findings, results)
         if note:
             emit(note + "\n", sys.stderr)

@@ -94,7 +94,8 @@ def test_a_training_loop_reports_each_read_at_its_line_with_how_often(tmp_path):
     ]
     assert document["step_boundaries"] == 8 and document["warmup"] == 2 and not document["stopped_early"]
     # the lines that made torch calls in full steps, for `flake8-xla check --trace`
-    assert document["lines_ran"]["train.py"] == [11, 12, 13, 14, 15, 17, 18, 19, 21]
+    assert document["lines_ran"] == {str(tmp_path / "train.py"): [11, 12, 13, 14, 15, 17, 18, 19, 21]}
+    assert {f["path"] for f in document["findings"]} == {str(tmp_path / "train.py")}
 
 
 EVALUATION = HEADER + """\

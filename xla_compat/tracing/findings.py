@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from .events import BRANCH, COMPILED, COPY, FALLBACK, READ, WAIT, spelling
+from .events import BRANCH, COMPILED, COPY, FALLBACK, WAIT, spelling
 from .frames import Site, library_name
 from .record import Change, Key, Recording
 
@@ -30,10 +30,11 @@ class TraceFinding(NamedTuple):
     per_step: int  # most events in one step
     count: int  # events in the whole run
     library: Optional[str] = None  # "transformers/generation/utils.py:2345" when it happened there
+    absolute_path: str = ""
 
     def as_json(self) -> dict:
-        return {"filename": self.path, "line": self.line, "column": 1, "code": self.code, "message": self.message,
-                "severity": self.level, "kind": self.kind, "steps_hit": self.steps_hit,
+        return {"filename": self.path, "path": self.absolute_path, "line": self.line, "column": 1,
+                "code": self.code, "message": self.message, "severity": self.level, "kind": self.kind, "steps_hit": self.steps_hit,
                 "full_steps": self.full_steps, "per_step": self.per_step, "count": self.count,
                 "library": self.library}
 
@@ -85,7 +86,7 @@ def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
         level = "warning" if repeats else "note"
         message = _read_message(key, library, when)
     return TraceFinding(code, display_path(site.path), site.line, message, level, key.kind, len(hit_full),
-                        len(full), per_step, count, library)
+                        len(full), per_step, count, library, os.path.abspath(site.path))
 
 
 def _library(key: Key) -> Optional[str]:
@@ -144,13 +145,11 @@ def _compile_message(change: object, steps: Dict[int, int], count: int) -> str:
 
 
 def lines_ran(recording: Recording) -> Dict[str, List[int]]:
-    """The project's lines that made a torch call during a full step, by display path."""
+    """The project's lines that made a torch call during a full step, by absolute path."""
     boundaries = recording.step
     out: Dict[str, List[int]] = {}
     for (path, line), steps in recording.lines_ran.items():
         if any(0 < s < boundaries for s in steps) or boundaries <= 1:
-            out.setdefault(display_path(path), []).append(line)
+            out.setdefault(os.path.abspath(path), []).append(line)
     return {path: sorted(lines) for path, lines in sorted(out.items())}
 
-
-__all__ = ["READ", "TraceFinding", "findings", "lines_ran"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .. import _upstream as up
-from .events import BRANCH, COMPILED, COPY, FALLBACK, KINDS, READ, WAIT, Counters, Reading, kind_of
+from .events import FALLBACK, KINDS, WAIT, Counters, Reading, kind_of
 from .frames import FrameClassifier, Site
 from .record import Key, Recording
 
@@ -156,5 +156,3 @@ def _on_xla(value: Any) -> bool:
     device = getattr(value, "device", None)
     return getattr(device, "type", None) == "xla"
 
-
-__all__ = ["BRANCH", "COMPILED", "COPY", "READ", "TraceStop", "Tracer"]
