@@ -5,9 +5,11 @@ process-wide), except the context-manager test, whose graphs use a width no othe
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from importlib import metadata
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -16,13 +18,15 @@ import pytest
 from flake8_xla.engine import all_rules
 
 REPO = Path(__file__).resolve().parents[2]
+RELEASE = metadata.version("torch_xla")
+LIBRARY_LINE = re.compile(r"(inside \S+\.py):\d+")
 HEADER = """\
 import torch
-import torch_xla
+import xla_compat
 import torch_xla.core.xla_model as xm
 
 torch.manual_seed(0)
-device = torch_xla.device()
+device = xla_compat.device()
 model = torch.nn.Linear(16, 4).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 dataset = torch.randn(64, 16)
@@ -52,13 +56,18 @@ RUN_ONLY = [(rule, example, valid) for rule in all_rules() if rule.run_only
             for valid, examples in ((True, rule.valid), (False, rule.invalid)) for example in examples]
 
 
+@pytest.mark.release(">=2.4", why="the rule pages' examples use torch_xla.device() and torch_xla.sync() (2.4+)")
 @pytest.mark.parametrize("rule, example, valid", RUN_ONLY,
                          ids=[f"{r.code}-{'valid' if v else 'invalid'}" for r, _, v in RUN_ONLY])
 def test_run_only_rule_examples_are_what_the_trace_reports(tmp_path, rule, example, valid):
     document, done = trace(tmp_path, example.source, name="example.py")
     assert done.returncode == 0, done.stderr
     found = [(f["line"], f["column"], f["message"]) for f in document["findings"] if f["code"] == rule.code]
-    assert found == ([] if valid else list(example.expect))
+    expected = [] if valid else list(example.expect)
+    if not RELEASE.startswith("2.9"):  # the pages show 2.9's library lines; other releases number theirs otherwise
+        found, expected = ([(line, col, LIBRARY_LINE.sub(r"\1:N", message)) for line, col, message in rows_]
+                           for rows_ in (found, expected))
+    assert found == expected
 
 
 TRAINING = HEADER + """\
@@ -71,7 +80,7 @@ for start in range(0, 64, 8):
         print("diverged")
     print(f"loss {loss.item():.4f}")
     keep = torch.nonzero(loss.reshape(1) > 0)
-    torch_xla.sync()
+    xla_compat.sync()
     if start % 32 == 0:
         print("checkpoint", model.weight.sum().item())
 print("done", float(loss))
@@ -93,8 +102,9 @@ def test_a_training_loop_reports_each_read_at_its_line_with_how_often(tmp_path):
          "note"),
     ]
     assert document["step_boundaries"] == 8 and document["warmup"] == 2 and not document["stopped_early"]
-    # the lines that made torch calls in full steps, for `flake8-xla check --trace`
-    assert document["lines_ran"] == {str(tmp_path / "train.py"): [11, 12, 13, 14, 15, 17, 18, 19, 21]}
+    # the lines that made torch calls in full steps (xla_compat.sync() on line 19 makes one on 2.9, none on 2.5)
+    assert list(document["lines_ran"]) == [str(tmp_path / "train.py")]
+    assert set(document["lines_ran"][str(tmp_path / "train.py")]) - {19} == {11, 12, 13, 14, 15, 17, 18, 21}
     assert {f["path"] for f in document["findings"]} == {str(tmp_path / "train.py")}
 
 
@@ -128,21 +138,21 @@ class Trainer:
     """A framework's loop: calls the user's hook, then logs what it returned, every step."""
 
     def fit(self, module, batches, device):
-        import torch_xla
+        import xla_compat
         for batch in batches:
             out = module.training_step(batch.to(device))
             out["loss"].backward()
             module.optimizer.step()
             module.optimizer.zero_grad()
             self.log(out)
-            torch_xla.sync()
+            xla_compat.sync()
 
     def log(self, out):
         self.last = {name: value.item() for name, value in out.items()}
 '''
 HOOKS = """\
 import torch
-import torch_xla
+import xla_compat
 from framework import Trainer
 
 
@@ -160,7 +170,7 @@ class Module(torch.nn.Module):
 
 
 torch.manual_seed(0)
-device = torch_xla.device()
+device = xla_compat.device()
 module = Module().to(device)
 module.optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
 data = torch.randn(48, 16)
@@ -198,7 +208,7 @@ def test_a_blocking_wait_in_the_step_is_xla302(tmp_path):
         for start in range(0, 64, 8):
             model(dataset[start:start + 8].to(device)).sum().backward()
             optimizer.step()
-            torch_xla.sync()
+            xla_compat.sync()
             xm.wait_device_ops()
         """)
     document, done = trace(tmp_path, source)
@@ -216,7 +226,7 @@ while True:
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
-    torch_xla.sync()
+    xla_compat.sync()
     step += 1
     print("step", step, flush=True)
 """
@@ -240,7 +250,7 @@ for start in range(0, 64, 8):
     optimizer.zero_grad()
     if loss > 0:  # a read: the trace must not change what it reads
         losses.append(loss.item())
-    torch_xla.sync()
+    xla_compat.sync()
 print(" ".join(float(x).hex() for x in losses), flush=True)
 """
 
@@ -295,7 +305,7 @@ def test_a_module_runs_with_dash_m_and_its_arguments(tmp_path):
             loss = model(dataset[start:start + 8].to(device)).sum()
             loss.backward()
             print(loss.tolist())
-            torch_xla.sync()
+            xla_compat.sync()
         """))
     env = dict(os.environ, PJRT_DEVICE="CPU", PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
     done = subprocess.run([sys.executable, "-m", "xla_compat.trace", "--format", "json", "-m", "job", "5"],
@@ -309,18 +319,17 @@ def test_a_module_runs_with_dash_m_and_its_arguments(tmp_path):
 
 def test_the_context_manager_reports_in_process():
     import torch
-    import torch_xla
 
     import xla_compat
 
-    device = torch_xla.device()
+    device = xla_compat.device()
     weight = torch.randn(97, 3).to(device)  # a width no other runtime test uses
     with xla_compat.trace(warmup=1) as t:
         for _ in range(4):
             value = (weight * 2).sum()
             total = value.item()
-            torch_xla.sync()
-    line = test_the_context_manager_reports_in_process.__code__.co_firstlineno + 11
+            xla_compat.sync()
+    line = test_the_context_manager_reports_in_process.__code__.co_firstlineno + 10
     assert [(f.code, os.path.basename(f.path), f.line, f.message) for f in t.findings] == [
         ("XLA307", "test_trace.py", line, ".item() read a device value to the host on 3 of 3 steps, 1 per step")]
     assert total == pytest.approx(float(weight.sum().item() * 2), rel=1e-5)

@@ -41,20 +41,24 @@ class Recording:
         # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
         self.active_steps: Set[int] = set()
         self._opened_at: Optional[Line] = None
+        self._graph_steps = 0  # steps after step 0 whose code built graph ops
         self.lines_ran: Dict[Line, Set[int]] = {}
         self.backward_in_step = False
         self.closed = False
-        self._shapes: Dict[Line, Shapes] = {}  # this step's first call per line, in order
+        self._lines: Set[Line] = set()  # this step's lines that made a torch call
+        self._shapes: Dict[Line, Shapes] = {}  # this step's first graph-building call per line, in order
         self._previous_shapes: Optional[Dict[Line, Shapes]] = None
         self._compiles: List[Tuple[Optional[Site], Optional[Site], int]] = []
 
-    def ran(self, site: Site, args: tuple, tensor_type: type) -> None:
+    def ran(self, site: Site, args: tuple, tensor_type: type, builds_graph: bool) -> None:
+        """A torch call at ``site``; ``builds_graph``: it made a device tensor (a lazy op)."""
         line = (site.path, site.line)
         steps = self.lines_ran.get(line)
         if steps is None:
             steps = self.lines_ran[line] = set()
         steps.add(self.step)
-        if line not in self._shapes:
+        self._lines.add(line)
+        if builds_graph and line not in self._shapes:
             self._shapes[line] = tuple(tuple(a.shape) for a in args if isinstance(a, tensor_type))
 
     def event(self, key: Key, count: int, cut: bool = True) -> None:
@@ -68,8 +72,7 @@ class Recording:
             cuts[self.step] = cuts.get(self.step, 0) + count
 
     def compiled(self, site: Optional[Site], library: Optional[Site], graphs: int) -> None:
-        if self.step > self.warmup:
-            self._compiles.append((site, library, graphs))
+        self._compiles.append((site, library, graphs))
 
     def boundary(self, site: Optional[Site]) -> None:
         """A step ended at ``site``'s line: explain its compiles, then start the next step."""
@@ -84,8 +87,16 @@ class Recording:
             self.closed = True
 
     def _end_step(self, closed_at: Optional[Line]) -> None:
-        if set(self._shapes) - {self._opened_at, closed_at}:
+        boundaries = {self._opened_at, closed_at}
+        active = bool(self._lines - boundaries)
+        # warm-up: set-up (step 0) and the first `warmup` steps after it whose code built graph ops
+        warming = self.step == 0 or self._graph_steps < self.warmup
+        if self.step and set(self._shapes) - boundaries:
+            self._graph_steps += 1
+        if active:
             self.active_steps.add(self.step)
+        if warming:
+            self._compiles = []
         if self.backward_in_step:
             self.training_steps.add(self.step)
         self.backward_in_step = False
@@ -96,7 +107,9 @@ class Recording:
                 site, library = Site(change.line[0], change.line[1], ""), None
             self.event(Key("compile", site, library, change), sum(graphs for _, _, graphs in self._compiles))
             self._compiles = []
-        self._previous_shapes, self._shapes = self._shapes, {}
+        if active:  # an empty step (between two syncs of a loader's next()) is no comparison
+            self._previous_shapes = self._shapes
+        self._shapes, self._lines = {}, set()
 
 
 def _change(before: Optional[Dict[Line, Shapes]], after: Dict[Line, Shapes]) -> Change:

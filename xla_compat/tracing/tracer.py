@@ -38,6 +38,7 @@ class Tracer:
 
         self._torch = torch
         self._xla_c = up.torch_xla()._XLAC
+        self._needs_materialization = self._xla_c._check_tensor_need_materialization
         self.counters = Counters(self._xla_c)
         self.frames = FrameClassifier(project_root)
         self.recording = Recording(warmup=warmup)
@@ -78,6 +79,11 @@ class Tracer:
     # -- torch calls -----------------------------------------------------------------------------
 
     def _call(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        name = getattr(func, "__name__", "")
+        # a named read of a device tensor: does it cut the graph (pending work) or read computed data?
+        pending = None
+        if name in KINDS and args and _on_xla(args[0]):
+            pending = self._needs_materialization([args[0]])[0]
         read = self.counters.read
         before = read()
         result = func(*args, **kwargs)
@@ -86,16 +92,15 @@ class Tracer:
         site, library = self.frames.attribute(frame)
         recording = self.recording
         if site is not None:
-            recording.ran(site, args, self._torch.Tensor)
-        name = getattr(func, "__name__", "")
+            recording.ran(site, args, self._torch.Tensor, _on_xla(result))
         if name == "backward":
             recording.backward_in_step = True
-        if before != after or name in KINDS:
-            self._classify(name, args, result, before, after, site, library)
+        if before != after or pending is not None:
+            self._classify(name, args, result, before, after, site, library, pending, frame)
         return result
 
     def _classify(self, name: str, args: tuple, result: Any, before: Reading, after: Reading,
-                  site: Optional[Site], library: Optional[Site]) -> None:
+                  site: Optional[Site], library: Optional[Site], pending: Optional[bool], frame: Any) -> None:
         recording = self.recording
         if after.compiled != before.compiled:
             recording.compiled(site, library, after.compiled - before.compiled)
@@ -106,8 +111,10 @@ class Tracer:
             if fallbacks:
                 return
         kind = kind_of(name, before, after, _on_xla(args[0] if args else None), _on_xla(result))
-        if kind is not None:
-            recording.event(Key(kind, site, library, name), 1, cut=after.executed != before.executed)
+        if kind is None or _in_step_closure(frame):  # a closure runs after the step's graph, by design
+            return
+        cut = after.executed != before.executed if pending is None else pending
+        recording.event(Key(kind, site, library, name), 1, cut=cut)
 
     # -- torch_xla entry points ----------------------------------------------------------------
 
@@ -150,6 +157,15 @@ def _single_process(original: Callable) -> Callable:
         return original(fn, args=args, nprocs=1, **kwargs)
 
     return spawn
+
+
+def _in_step_closure(frame: Any) -> bool:
+    """Whether torch_xla is running step closures (``xm.add_step_closure``) further up the stack."""
+    while frame is not None:
+        if frame.f_code.co_name == "_run_step_closures":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _on_xla(value: Any) -> bool:
