@@ -41,7 +41,7 @@ class Recording:
         # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
         self.active_steps: Set[int] = set()
         self._opened_at: Optional[Line] = None
-        self._graph_steps = 0  # steps after step 0 whose code built graph ops
+        self._graph_line_steps: Dict[Line, int] = {}  # line -> steps in which it built graph ops
         self.lines_ran: Dict[Line, Set[int]] = {}
         self.backward_in_step = False
         self.closed = False
@@ -89,10 +89,14 @@ class Recording:
     def _end_step(self, closed_at: Optional[Line]) -> None:
         boundaries = {self._opened_at, closed_at}
         active = bool(self._lines - boundaries)
-        # warm-up: set-up (step 0) and the first `warmup` steps after it whose code built graph ops
-        warming = self.step == 0 or self._graph_steps < self.warmup
-        if self.step and set(self._shapes) - boundaries:
-            self._graph_steps += 1
+        # warm-up: a graph compiled in a step is expected until each line that built graph ops in it
+        # has done so in `warmup` earlier steps (a step's code is traced anew the first times it runs:
+        # the first step, the step where the optimizer's state first exists, the first evaluation batch)
+        graph_lines = set(self._shapes) - boundaries
+        seen = self._graph_line_steps
+        warming = self.step == 0 or not graph_lines or min(seen.get(line, 0) for line in graph_lines) < self.warmup
+        for line in graph_lines:
+            seen[line] = seen.get(line, 0) + 1
         if active:
             self.active_steps.add(self.step)
         if warming:
