@@ -16,7 +16,8 @@ Per script it runs ``python -m xla_compat.trace --steps N --format json`` in the
 then ``flake8-xla check --select XLA3 --trace`` on every file of the tree that the run executed, and
 prints a table: static findings the run confirmed, static findings on lines that ran without a sync
 (likely false alarms), run-only findings (misses), and the static findings on lines the run never
-reached. ``--out`` keeps every trace, check report and log.
+reached. ``--out`` keeps every trace, check report and log. ``--overhead ROUNDS`` times each script
+plain and traced instead (the trace's cost, in alternating pairs).
 """
 from __future__ import annotations
 
@@ -109,6 +110,32 @@ def run_one(entry: dict, trees: Path, out: Path) -> dict:
     return row
 
 
+def overhead(entry: dict, trees: Path, rounds: int) -> dict:
+    """Wall time of the whole script, plain and traced (no --steps: both run to the end), alternating
+    so that both see the same machine; the medians and their ratio."""
+    import statistics
+
+    tree = extract(entry, trees)
+    script = tree / entry["script"]
+    cwd = tree / entry.get("cwd", os.path.dirname(entry["script"]))
+    env = dict(os.environ, PJRT_DEVICE="CPU", TRACE_SHIMS=",".join(entry.get("shims", [])), PYTHONPATH=os.pathsep.join(
+        [str(HERE / "shims")] + [str(tree / p) for p in entry.get("pythonpath", [])] + [str(REPO)]),
+        **entry.get("env", {}))
+    args = [str(script), *entry.get("args", [])]
+    commands = {"plain": [sys.executable, *args],
+                "traced": [sys.executable, "-m", "xla_compat.trace", "--output", os.devnull,
+                           "--project-root", str(tree), *args]}
+    times: Dict[str, List[float]] = {"plain": [], "traced": []}
+    for _ in range(rounds):
+        for kind, command in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True, timeout=entry.get("timeout", 900))
+            times[kind].append(time.perf_counter() - start)
+    plain, traced = statistics.median(times["plain"]), statistics.median(times["traced"])
+    return {"name": entry["name"], "plain_s": round(plain, 2), "traced_s": round(traced, 2),
+            "ratio": round(traced / plain, 3)}
+
+
 def _counts(records: List[dict], document: dict) -> Dict[str, int]:
     counts = {"confirmed": 0, "ran_clean": 0, "run_only": 0, "not_reached": 0}
     for record in records:
@@ -156,10 +183,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--trees", default="/work/trace-trees", help="where the repositories are extracted")
     parser.add_argument("--out", help="keep traces, reports and logs here (default: a temporary directory)")
     parser.add_argument("--install", action="store_true", help="pip-install the packages the scripts need")
+    parser.add_argument("--overhead", type=int, metavar="ROUNDS",
+                        help="instead: time each script plain and traced, ROUNDS alternating pairs")
     args = parser.parse_args(argv)
     chosen = entries(args.names)
     if args.install:
         install(chosen)
+    if args.overhead:
+        for entry in chosen:
+            print(json.dumps(overhead(entry, Path(args.trees), args.overhead)), flush=True)
+        return 0
     out = Path(args.out or tempfile.mkdtemp(prefix="trace-harness-"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -1,0 +1,42 @@
+"""`python -m xla_compat.trace`'s command line, before any program runs (no torch_xla needed)."""
+import subprocess
+import sys
+
+import pytest
+
+from xla_compat.trace import _split
+
+
+@pytest.mark.parametrize("argv, options, program", [
+    (["train.py", "--lr", "1"], [], ["train.py", "--lr", "1"]),
+    (["--steps", "3", "--format", "json", "train.py", "--steps", "9"], ["--steps", "3", "--format", "json"],
+     ["train.py", "--steps", "9"]),
+    (["--warmup", "1", "-m", "pkg.train", "-x"], ["--warmup", "1"], ["-m", "pkg.train", "-x"]),
+    (["--fail-on", "XLA303", "--", "-weird.py"], ["--fail-on", "XLA303"], ["-weird.py"]),
+    (["--steps", "3"], ["--steps", "3"], []),
+])
+def test_options_end_where_the_program_begins(argv, options, program):
+    assert _split(argv) == (options, program)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "a SCRIPT or -m MODULE to run is required"),
+    (["-m"], "a SCRIPT or -m MODULE to run is required"),
+    (["--steps", "0", "train.py"], "--steps must be at least 1"),
+    (["--warmup", "-1", "train.py"], "--warmup must be at least 0"),
+    (["no_such_script.py"], "no such script: no_such_script.py"),
+    (["--format", "xml", "train.py"], "argument --format: invalid choice: 'xml'"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, argv, message):
+    done = subprocess.run([sys.executable, "-m", "xla_compat.trace", *argv], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("python -m xla_compat.trace: error: " + message)
+    assert "torch" not in done.stderr.lower().replace("xla_compat.trace", "")
+
+
+def test_importing_the_trace_imports_no_torch():
+    done = subprocess.run([sys.executable, "-c", "import sys, xla_compat; xla_compat.trace; "
+                                                 "print('torch' in sys.modules, callable(xla_compat.trace))"],
+                          capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True"]
