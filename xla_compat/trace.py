@@ -144,8 +144,8 @@ def render(trace: Trace, fmt: str) -> str:
         return render_github(lint)
     text = render_concise(lint)
     stopped = ", stopped there" if trace.stopped_early else ""
-    summary = (f"Traced {trace.boundaries} step boundaries ({trace.warmup} warm-up{stopped}): "
-               f"{len(lint)} finding{'s' if len(lint) != 1 else ''}.\n")
+    summary = (f"Traced {trace.steps_traced} steps ({trace.warmup} warm-up{stopped}; {trace.boundaries} step "
+               f"boundaries): {len(lint)} finding{'s' if len(lint) != 1 else ''}.\n")
     return (text if text.endswith("\n") or not text else text + "\n") + summary
 
 

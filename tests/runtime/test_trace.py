@@ -98,10 +98,10 @@ def test_a_training_loop_reports_each_read_at_its_line_with_how_often(tmp_path):
          "warning"),
         # every fourth step: a throttled read is a note, as the linter leaves `if step % N == 0:` alone
         ("XLA303", "train.py", 21, ".item() read a device value to the host on 2 of 7 steps, 1 per step", "note"),
-        ("XLA307", "train.py", 22, "float() read a device value to the host once after the last step boundary",
+        ("XLA307", "train.py", 22, "float() read a device value to the host once after the last step",
          "note"),
     ]
-    assert document["step_boundaries"] == 8 and document["warmup"] == 2 and not document["stopped_early"]
+    assert document["step_boundaries"] == 8 and document["steps"] == 7 and not document["stopped_early"]
     # the lines that made torch calls in full steps (xla_compat.sync() on line 19 makes one on 2.9, none on 2.5)
     assert list(document["lines_ran"]) == [str(tmp_path / "train.py")]
     assert set(document["lines_ran"][str(tmp_path / "train.py")]) - {19} == {11, 12, 13, 14, 15, 17, 18, 21}
@@ -235,8 +235,8 @@ while True:
 def test_steps_stops_the_program_at_a_boundary_and_the_report_follows(tmp_path):
     document, done = trace(tmp_path, ENDLESS, "--steps", "3", "--warmup", "1")
     assert done.returncode == 0, done.stderr
-    # warm-up 1 + 3 traced steps + the set-up step before the first boundary
-    assert document["step_boundaries"] == 5 and document["stopped_early"]
+    # warm-up 1 + 3 traced steps; the first iteration ran with the set-up, before the first boundary
+    assert document["steps"] == 4 and document["step_boundaries"] == 5 and document["stopped_early"]
     assert done.stdout.split() == ["step", "1", "step", "2", "step", "3", "step", "4"]
     assert rows(document) == []
 
@@ -292,7 +292,7 @@ def test_fail_on_formats_and_the_program_status(tmp_path):
     crashed = subprocess.run([sys.executable, "-m", "xla_compat.trace", str(crash)], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=300)
     assert crashed.returncode == 3
-    assert crashed.stdout.splitlines() == ["ran", "Traced 0 step boundaries (2 warm-up): 0 findings."]
+    assert crashed.stdout.splitlines() == ["ran", "Traced 0 steps (2 warm-up; 0 step boundaries): 0 findings."]
 
 
 def test_a_module_runs_with_dash_m_and_its_arguments(tmp_path):

@@ -49,8 +49,8 @@ def display_path(path: str) -> str:
 
 def findings(recording: Recording) -> List[TraceFinding]:
     """Every event site of ``recording``, sorted by file and line."""
-    # steps with a boundary on each side in which the program made a torch call
-    full = [s for s in range(1, recording.step) if s in recording.active_steps]
+    # steps with a boundary on each side in which the project's code built graph ops
+    full = sorted(s for s in recording.graph_steps if s < recording.step)
     out = []
     for key, steps in recording.hits.items():
         site = key.site or key.library
@@ -64,6 +64,12 @@ def findings(recording: Recording) -> List[TraceFinding]:
 
 def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
              recording: Recording) -> Optional[TraceFinding]:
+    if key.kind == COMPILED and recording.training_steps:
+        # compiles before the first training step are set-up (a model moved or wrapped piece by piece)
+        first_training = min(recording.training_steps)
+        steps = {s: n for s, n in steps.items() if s >= first_training}
+        if not steps:
+            return None
     hit_full = [s for s in steps if s in set(full)]
     per_step = max(steps.values())
     count = sum(steps.values())
@@ -71,10 +77,10 @@ def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
     # outside a full step (set-up, after the loop) only a loop that runs a graph each time counts
     in_loop = max((recording.cuts.get(key) or {0: 0}).values()) if not hit_full else per_step
     repeats = (len(hit_full) >= 2 and 2 * len(hit_full) >= len(full)) or in_loop >= LOOP_HITS
-    when = _when(steps, hit_full, full, recording.step, per_step)
+    when = _when(steps, hit_full, full, per_step)
     if key.kind == COMPILED:
         code, level = RECOMPILE, "warning" if hit_full else "note"
-        message = _compile_message(key.detail, steps, count)
+        message = _compile_message(key.detail, _when(steps, hit_full, full, per_step, each=False), count)
     elif key.kind == FALLBACK:
         code, level = FALLBACK_CODE, "warning" if repeats else "note"
         message = f"{key.detail} ran on the CPU (no XLA lowering) {when}"
@@ -120,21 +126,27 @@ def _wait_spelling(detail: str) -> str:
     return "xm.wait_device_ops()" if detail == "wait_device_ops" else "torch_xla.sync(wait=True)"
 
 
-def _when(steps: Dict[int, int], hit_full: Sequence[int], full: Sequence[int], boundaries: int,
-          per_step: int) -> str:
+def _when(steps: Dict[int, int], hit_full: Sequence[int], full: Sequence[int], per_step: int,
+          each: bool = True) -> str:
     if hit_full:
-        each = f"{per_step} per step" if all(steps[s] == per_step for s in hit_full) else f"up to {per_step} per step"
-        return f"on {len(hit_full)} of {len(full)} steps, {each}"
-    step = next(iter(steps))
-    where = ("before the first step boundary" if step == 0 else "after the last step boundary")
+        if not each:
+            return f"on {len(hit_full)} of {len(full)} steps"
+        per = f"{per_step} per step" if all(steps[s] == per_step for s in hit_full) else f"up to {per_step} per step"
+        return f"on {len(hit_full)} of {len(full)} steps, {per}"
+    step = min(steps)
+    if not full or step < full[0]:
+        where = "before the first step"  # set-up, and with a sync at the end of the loop body the first step
+    elif step > full[-1]:
+        where = "after the last step"
+    else:
+        where = "between steps"  # a barrier's or a step closure's own sync
     times = "once" if per_step == 1 else f"{per_step} times"
     return f"{times} {where}"
 
 
-def _compile_message(change: object, steps: Dict[int, int], count: int) -> str:
-    first = min(steps)
+def _compile_message(change: object, when: str, count: int) -> str:
     graphs = "a new graph" if count == 1 else f"{count} new graphs"
-    head = f"{graphs} compiled after warm-up (first on step {first})"
+    head = f"{graphs} compiled after warm-up {when}"
     if not isinstance(change, Change) or change.line is None:
         return f"{head}; no traced call changed its input shapes or whether it ran"
     if change.what == "shapes":
@@ -145,11 +157,11 @@ def _compile_message(change: object, steps: Dict[int, int], count: int) -> str:
 
 
 def lines_ran(recording: Recording) -> Dict[str, List[int]]:
-    """The project's lines that made a torch call during a full step, by absolute path."""
-    boundaries = recording.step
+    """The project's lines that made a torch call during a step, by absolute path."""
+    full = recording.graph_steps
     out: Dict[str, List[int]] = {}
     for (path, line), steps in recording.lines_ran.items():
-        if any(0 < s < boundaries for s in steps) or boundaries <= 1:
+        if not full or any(s in full for s in steps):
             out.setdefault(os.path.abspath(path), []).append(line)
     return {path: sorted(lines) for path, lines in sorted(out.items())}
 

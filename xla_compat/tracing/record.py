@@ -40,6 +40,9 @@ class Recording:
         # steps in which the project's code made a torch call, other than on the lines of the boundaries
         # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
         self.active_steps: Set[int] = set()
+        # steps after step 0 whose code built graph ops (not a loader's or a barrier's sync alone):
+        # what findings count as steps, and what --steps counts
+        self.graph_steps: Set[int] = set()
         self._opened_at: Optional[Line] = None
         self._graph_line_steps: Dict[Line, int] = {}  # line -> steps in which it built graph ops
         self.lines_ran: Dict[Line, Set[int]] = {}
@@ -97,6 +100,8 @@ class Recording:
         warming = self.step == 0 or not graph_lines or min(seen.get(line, 0) for line in graph_lines) < self.warmup
         for line in graph_lines:
             seen[line] = seen.get(line, 0) + 1
+        if graph_lines and self.step:
+            self.graph_steps.add(self.step)
         if active:
             self.active_steps.add(self.step)
         if warming:

@@ -18,7 +18,8 @@ class Trace:
     file that calls ``trace()``); ``warmup`` is the number of steps whose compiles are expected;
     ``steps``, when given, stops the program with :class:`~xla_compat.tracing.tracer.TraceStop`
     (a ``SystemExit``, which the ``with`` block absorbs) at the boundary that ends that many steps
-    after warm-up. Tracing reads torch_xla's counters and never syncs, so the program computes the
+    after warm-up (a step: what ran between two step boundaries, when it built graph ops; a barrier's
+    or a loader's sync alone is no step). Tracing reads torch_xla's counters and never syncs, so the program computes the
     same values; launches (``torch_xla.launch``, ``xmp.spawn``) are not followed into their
     processes. Imports torch_xla."""
 
@@ -36,7 +37,7 @@ class Trace:
         self._tracer: Optional[Tracer] = None
 
     def __enter__(self) -> "Trace":
-        stop_after = None if self.steps is None else self.warmup + self.steps + 1
+        stop_after = None if self.steps is None else self.warmup + self.steps
         self._tracer = Tracer(self.project_root, self.warmup, stop_after)
         self._tracer.start()
         return self
@@ -55,6 +56,11 @@ class Trace:
         return self._tracer.recording.step if self._tracer else 0
 
     @property
+    def steps_traced(self) -> int:
+        """Steps seen: what ran between two boundaries, when the project's code built graph ops in it."""
+        return len(self._tracer.recording.graph_steps) if self._tracer else 0
+
+    @property
     def findings(self) -> List[TraceFinding]:
         return findings(self._tracer.recording) if self._tracer else []
 
@@ -67,6 +73,7 @@ class Trace:
             "torch_xla": _torch_xla_version(),
             "project_root": os.path.abspath(self.project_root),
             "step_boundaries": self.boundaries,
+            "steps": self.steps_traced,
             "warmup": self.warmup,
             "stopped_early": self.stopped_early,
             "findings": [f.as_json() for f in self.findings],

@@ -135,7 +135,7 @@ class Tracer:
             for op, calls in self.counters.new_fallbacks():
                 recording.event(Key(FALLBACK, site, library, op), calls)
             recording.boundary(site)
-            if self.stop_after is not None and recording.step >= self.stop_after:
+            if self.stop_after is not None and len(recording.graph_steps) >= self.stop_after:
                 raise TraceStop(recording.step)
             return result
 
