@@ -73,3 +73,19 @@ def test_a_file_that_is_not_a_trace_is_a_usage_error(tmp_path, monkeypatch, caps
     code, out, err = run(capsys, "check", "--no-cache", "--trace", "trace.json", "train.py")
     assert code == 2 and err.startswith("flake8-xla: error: --trace: trace.json is not JSON:")
     assert os.path.exists(tmp_path / "train.py")
+
+
+def test_a_finding_at_a_call_is_confirmed_by_an_event_in_the_function_it_calls(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SOURCE)
+    helper = str(tmp_path / "helper.py")
+    (tmp_path / "helper.py").write_text("def log(value):\n    return value.item()\n")
+    write_trace(tmp_path, [
+        {"line": 2, "code": "XLA303", "message": "m", "severity": "warning", "path": helper, "filename": "helper.py",
+         "callers": [str(tmp_path / "train.py") + ":9"]},
+    ], [6, 7, 8, 9, 10])
+    code, out, err = run(capsys, "check", "--no-cache", "--select", "XLA303", "--trace", "trace.json", "train.py",
+                         "helper.py")
+    assert [line.rsplit("[", 1)[-1] for line in out.splitlines()] == [
+        "confirmed by the trace]", "the trace ran this line and saw no sync: likely a false alarm]"]
+    assert "Trace: 1 confirmed, 1 on lines that ran without a sync, 0 seen only by the trace." in err

@@ -1,7 +1,8 @@
 """`flake8-xla check --trace TRACE.json`: the linter's findings beside what a traced run saw
 (``python -m xla_compat.trace --format json``).
 
-A static graph finding at a line where the run saw an event is confirmed; one at a line the run
+A static graph finding at a line where the run saw an event, or that called the function where it did,
+is confirmed; one at a line the run
 executed in a full step without an event is marked as a likely false alarm; the run's warnings at
 lines with no static finding are added, marked as seen only at run time (its notes, a throttled read or
 a one-off after the loop, are not: the static rules leave those alone too). Lines the run never reached
@@ -29,7 +30,8 @@ Place = Tuple[str, int]  # absolute path, line
 
 class TraceEvidence(NamedTuple):
     events: Dict[Place, List[dict]]  # the trace's findings by place
-    ran: Dict[str, Set[int]]  # absolute path -> lines that made a torch call in a full step
+    ran: Dict[str, Set[int]]  # absolute path -> lines that made a torch call in a step
+    through: Dict[Place, List[dict]]  # the trace's findings by the project's call sites that reached them
 
 
 class MergeCounts(NamedTuple):
@@ -50,10 +52,14 @@ def read_trace(path: str) -> TraceEvidence:
         raise UsageError(f"--trace: {printable(path)} is not a trace written by "
                          "`python -m xla_compat.trace --format json`")
     events: Dict[Place, List[dict]] = {}
+    through: Dict[Place, List[dict]] = {}
     for record in document.get("findings", []):
         events.setdefault((os.path.normcase(record["path"]), int(record["line"])), []).append(record)
+        for caller in record.get("callers", []):
+            path, _, line = caller.rpartition(":")
+            through.setdefault((os.path.normcase(path), int(line)), []).append(record)
     ran = {os.path.normcase(p): set(lines) for p, lines in document.get("lines_ran", {}).items()}
-    return TraceEvidence(events, ran)
+    return TraceEvidence(events, ran, through)
 
 
 def merge(findings: Sequence[Finding], evidence: TraceEvidence, checked: Sequence[str],
@@ -69,7 +75,8 @@ def merge(findings: Sequence[Finding], evidence: TraceEvidence, checked: Sequenc
         if d.code in GRAPH_CODES and finding.cell is None:
             place = (path, d.line)
             static_places.add(place)
-            if place in evidence.events:
+            # the run saw it there, or in a function called from there (a helper that copies)
+            if place in evidence.events or any(r["severity"] == "warning" for r in evidence.through.get(place, ())):
                 finding, confirmed = _annotated(finding, CONFIRMED), confirmed + 1
             elif d.line in evidence.ran.get(path, ()):
                 finding, ran_clean = _annotated(finding, RAN_CLEAN), ran_clean + 1
@@ -80,8 +87,11 @@ def merge(findings: Sequence[Finding], evidence: TraceEvidence, checked: Sequenc
         if path not in shown or (path, line) in static_places:
             continue
         for record in records:
-            # a note (a throttled read, a one-off after the loop) is what the static rules leave alone too
-            if record.get("severity") != "warning" or not selector.for_file(shown[path])(record["code"]):
+            # a note (a throttled read, a one-off after the loop) is what the static rules leave alone too;
+            # an event reached through a call the linter reported is that finding's
+            callers = {(os.path.normcase(p), int(n)) for p, _, n in (c.rpartition(":") for c in record.get("callers", []))}
+            if record.get("severity") != "warning" or callers & static_places \
+                    or not selector.for_file(shown[path])(record["code"]):
                 continue
             out.append(Finding(shown[path], Diagnostic(line, 0, record["code"], record["message"] + RUN_ONLY)))
             run_only += 1

@@ -333,3 +333,46 @@ def test_the_context_manager_reports_in_process():
     assert [(f.code, os.path.basename(f.path), f.line, f.message) for f in t.findings] == [
         ("XLA307", "test_trace.py", line, ".item() read a device value to the host on 3 of 3 steps, 1 per step")]
     assert total == pytest.approx(float(weight.sum().item() * 2), rel=1e-5)
+
+
+SPECIAL_SCALAR = HEADER + """\
+for step in range(8):
+    decay = 0.0 if step == 5 else 0.01  # 1 - decay is 1.0 once: a constant in the graph
+    loss = model(dataset[:8].to(device)).pow(2).mean()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 - decay)
+            p.sub_(p.grad * 0.1)
+            p.grad = None
+    xla_compat.sync()
+"""
+
+
+def test_a_recompile_from_a_python_number_becoming_1_names_its_line(tmp_path):
+    document, done = trace(tmp_path, SPECIAL_SCALAR)
+    assert done.returncode == 0, done.stderr
+    assert rows(document) == [
+        ("XLA309", "train.py", 16, "a new graph compiled after warm-up on 1 of 7 steps: a call of this line got "
+         "other input shapes, or a Python number it passes became or stopped being 0 or 1 (compiled into the "
+         "graph)", "warning")]
+
+
+EVALUATION_WITHOUT_SYNC = HEADER + """\
+for epoch in range(3):
+    for start in range(0, 32, 8):
+        loss = model(dataset[start:start + 8].to(device)).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        xla_compat.sync()
+    with torch.no_grad():  # no sync in the evaluation loop: it shares a step with the next training batch
+        scores = [model(dataset[i:i + 8].to(device)).argmax(-1).cpu() for i in range(32, 64, 8)]
+"""
+
+
+def test_reads_under_no_grad_are_evaluation_even_in_a_step_that_trains(tmp_path):
+    document, done = trace(tmp_path, EVALUATION_WITHOUT_SYNC)
+    assert done.returncode == 0, done.stderr
+    assert rows(document) == [
+        ("XLA307", "train.py", 18, ".cpu() copied device data to the host on 2 of 11 steps, 4 per step", "warning")]

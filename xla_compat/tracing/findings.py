@@ -4,7 +4,7 @@ when it happened once or on a few steps, as a throttled log line does)."""
 from __future__ import annotations
 
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .events import BRANCH, COMPILED, COPY, FALLBACK, WAIT, spelling
 from .frames import Site, library_name
@@ -31,12 +31,13 @@ class TraceFinding(NamedTuple):
     count: int  # events in the whole run
     library: Optional[str] = None  # "transformers/generation/utils.py:2345" when it happened there
     absolute_path: str = ""
+    callers: Tuple[str, ...] = ()  # "/abs/train.py:71": the project's call sites it was reached through
 
     def as_json(self) -> dict:
         return {"filename": self.path, "path": self.absolute_path, "line": self.line, "column": 1,
                 "code": self.code, "message": self.message, "severity": self.level, "kind": self.kind, "steps_hit": self.steps_hit,
                 "full_steps": self.full_steps, "per_step": self.per_step, "count": self.count,
-                "library": self.library}
+                "library": self.library, "callers": list(self.callers)}
 
 
 def display_path(path: str) -> str:
@@ -91,8 +92,9 @@ def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
         code = _read_code(key, steps, recording, library)
         level = "warning" if repeats else "note"
         message = _read_message(key, library, when)
+    callers = tuple(f"{os.path.abspath(path)}:{line}" for path, line in sorted(recording.callers.get(key, ())))
     return TraceFinding(code, display_path(site.path), site.line, message, level, key.kind, len(hit_full),
-                        len(full), per_step, count, library, os.path.abspath(site.path))
+                        len(full), per_step, count, library, os.path.abspath(site.path), callers)
 
 
 def _library(key: Key) -> Optional[str]:
@@ -107,7 +109,8 @@ def _read_code(key: Key, steps: Dict[int, int], recording: Recording, library: O
         return LIBRARY_SYNC
     if key.kind == BRANCH:
         return BRANCH_CODE
-    if not any(s in recording.training_steps for s in steps):  # no backward() in those steps: evaluation
+    # evaluation: always under torch.no_grad(), or in steps that never ran backward()
+    if key not in recording.with_grad or not any(s in recording.training_steps for s in steps):
         return EVAL_COPY
     return HOST_READ
 
@@ -151,6 +154,9 @@ def _compile_message(change: object, when: str, count: int) -> str:
         return f"{head}; no traced call changed its input shapes or whether it ran"
     if change.what == "shapes":
         return f"{head}: this call's input shapes changed, {change.before} -> {change.after}"
+    if change.what == "inner":
+        return (f"{head}: a call of this line got other input shapes, or a Python number it passes "
+                "became or stopped being 0 or 1 (compiled into the graph)")
     if change.after == "ran":
         return f"{head}: the Python path changed, this line ran and had not on the step before"
     return f"{head}: the Python path changed, this line did not run and had on the step before"

@@ -16,9 +16,11 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 SKIPPED, PROJECT, LIBRARY = 0, 1, 2
 
-# torch files that only forward a Tensor method to its implementation
-_TORCH_PLUMBING = ("overrides.py", "_tensor.py", "_tensor_str.py", os.path.join("utils", "_device.py"),
-                   os.path.join("utils", "_contextlib.py"), os.path.join("_jit_internal.py"))
+# torch files whose frames only forward a call to its implementation: the Tensor methods written in
+# Python, and the torch functions written in Python (torch.split, F.layer_norm), whose calls reach the
+# mode from their `handle_torch_function` line
+_TORCH_PLUMBING = ("overrides.py", "_tensor.py", "_tensor_str.py", "functional.py", os.path.join("nn", "functional.py"),
+                   os.path.join("utils", "_device.py"), os.path.join("utils", "_contextlib.py"), "_jit_internal.py")
 
 
 class Site(NamedTuple):
@@ -75,6 +77,25 @@ class FrameClassifier:
         if real.startswith(self._installed):
             return LIBRARY
         return PROJECT if real.startswith(self.project_root) else LIBRARY
+
+    def callers(self, frame: Optional[FrameType], limit: int = 8) -> Tuple[Tuple[str, int], ...]:
+        """The project's frames from ``frame`` outwards, innermost first, but for the innermost:
+        the call sites through which the project reached an event (``acc.update(logits)`` for a
+        copy inside ``update``)."""
+        found = []
+        kinds = self._kinds
+        first = True
+        while frame is not None and len(found) < limit:
+            code = frame.f_code
+            kind = kinds.get(code.co_filename)
+            if kind is None:
+                kind = self.kind(code.co_filename)
+            if kind == PROJECT:
+                if not first:
+                    found.append((code.co_filename, frame.f_lineno))
+                first = False
+            frame = frame.f_back
+        return tuple(found)
 
     def attribute(self, frame: Optional[FrameType]) -> Tuple[Optional[Site], Optional[Site]]:
         """(innermost project frame, innermost library frame inside it) from ``frame`` outwards;

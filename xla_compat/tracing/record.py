@@ -24,7 +24,7 @@ class Key(NamedTuple):
 class Change(NamedTuple):
     """Why a step compiled a new graph: ``line`` the first call that differs from the step before."""
 
-    what: str  # "shapes", "path" or "" (no traced call differs)
+    what: str  # "shapes", "inner" (a later call of the line), "path" or "" (no traced call differs)
     line: Optional[Line]
     before: str
     after: str
@@ -36,6 +36,8 @@ class Recording:
         self.step = 0  # step boundaries seen; events before the first are step 0
         self.hits: Dict[Key, Dict[int, int]] = {}
         self.cuts: Dict[Key, Dict[int, int]] = {}  # the events during which a graph ran
+        self.callers: Dict[Key, Set[Line]] = {}  # the project's call sites through which each was reached
+        self.with_grad: Set[Key] = set()  # events seen with autograd on (not under torch.no_grad())
         self.training_steps: Set[int] = set()  # steps that called backward()
         # steps in which the project's code made a torch call, other than on the lines of the boundaries
         # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
@@ -49,6 +51,8 @@ class Recording:
         self.backward_in_step = False
         self.closed = False
         self._lines: Set[Line] = set()  # this step's lines that made a torch call
+        self._digests: Dict[Line, int] = {}  # this step's graph-building calls per line, folded
+        self._previous_digests: Dict[Line, int] = {}
         self._shapes: Dict[Line, Shapes] = {}  # this step's first graph-building call per line, in order
         self._previous_shapes: Optional[Dict[Line, Shapes]] = None
         self._compiles: List[Tuple[Optional[Site], Optional[Site], int]] = []
@@ -61,11 +65,23 @@ class Recording:
             steps = self.lines_ran[line] = set()
         steps.add(self.step)
         self._lines.add(line)
-        if builds_graph and line not in self._shapes:
-            self._shapes[line] = tuple(tuple(a.shape) for a in args if isinstance(a, tensor_type))
+        if builds_graph:
+            # every call's input shapes, and which Python numbers are 0 or 1 (torch_xla compiles those
+            # into the graph, any other number is an input), folded into one digest per line
+            shapes = tuple(tuple(a.shape) for a in args if isinstance(a, tensor_type))
+            special = tuple(a == 0 or a == 1 for a in args if type(a) in (int, float))
+            self._digests[line] = hash((self._digests.get(line), shapes, special))
+            if line not in self._shapes:
+                self._shapes[line] = shapes
 
-    def event(self, key: Key, count: int, cut: bool = True) -> None:
-        """``count`` events of ``key`` in this step; ``cut``: a graph may have run for them."""
+    def event(self, key: Key, count: int, cut: bool = True, callers: Tuple[Line, ...] = (),
+              grad: bool = True) -> None:
+        """``count`` events of ``key`` in this step; ``cut``: a graph may have run for them;
+        ``callers``: the project's call sites further out; ``grad``: autograd was on."""
+        if callers:
+            self.callers.setdefault(key, set()).update(callers)
+        if grad:
+            self.with_grad.add(key)
         steps = self.hits.get(key)
         if steps is None:
             steps = self.hits[key] = {}
@@ -111,14 +127,16 @@ class Recording:
         self.backward_in_step = False
         if self._compiles:  # one finding per cause: the first sync that compiled stands for the others
             change = _change(self._previous_shapes, self._shapes)
+            if change.line is None and self._previous_shapes is not None:
+                change = _inner_change(self._previous_digests, self._digests)
             site, library, _ = self._compiles[0]
             if change.line is not None:
                 site, library = Site(change.line[0], change.line[1], ""), None
             self.event(Key("compile", site, library, change), sum(graphs for _, _, graphs in self._compiles))
             self._compiles = []
         if active:  # an empty step (between two syncs of a loader's next()) is no comparison
-            self._previous_shapes = self._shapes
-        self._shapes, self._lines = {}, set()
+            self._previous_shapes, self._previous_digests = self._shapes, self._digests
+        self._shapes, self._lines, self._digests = {}, set(), {}
 
 
 def _change(before: Optional[Dict[Line, Shapes]], after: Dict[Line, Shapes]) -> Change:
@@ -136,6 +154,16 @@ def _change(before: Optional[Dict[Line, Shapes]], after: Dict[Line, Shapes]) -> 
     for line in before:
         if line not in after:
             return Change("path", line, "ran", "did not run")
+    return Change("", None, "", "")
+
+
+def _inner_change(before: Dict[Line, int], after: Dict[Line, int]) -> Change:
+    """The first line whose calls beyond its first one changed: a shape further in, or a Python
+    number that became (or stopped being) 0 or 1 (``param.mul_(1 - lr * wd)`` once ``lr * wd``
+    rounds to 0)."""
+    for line, digest in after.items():
+        if line in before and before[line] != digest:
+            return Change("inner", line, "", "")
     return Change("", None, "", "")
 
 

@@ -107,14 +107,16 @@ class Tracer:
         if after.to_cpu != before.to_cpu:
             fallbacks = self.counters.new_fallbacks()
             for op, calls in fallbacks:
-                recording.event(Key(FALLBACK, site, library, op), calls)
+                recording.event(Key(FALLBACK, site, library, op), calls, callers=self.frames.callers(frame))
             if fallbacks:
                 return
         kind = kind_of(name, before, after, _on_xla(args[0] if args else None), _on_xla(result))
         if kind is None or _in_step_closure(frame):  # a closure runs after the step's graph, by design
             return
         cut = after.executed != before.executed if pending is None else pending
-        recording.event(Key(kind, site, library, name), 1, cut=cut)
+        key = Key(kind, site, library, name)
+        recording.event(key, 1, cut=cut, callers=self.frames.callers(frame),
+                        grad=self._torch.is_grad_enabled())
 
     # -- torch_xla entry points ----------------------------------------------------------------
 
