@@ -3,6 +3,7 @@ graph compiled after warm-up, what changed since the step before (a call's input
 lines ran)."""
 from __future__ import annotations
 
+import struct
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 from .frames import Site
@@ -57,7 +58,7 @@ class Recording:
         self._previous_shapes: Optional[Dict[Line, Shapes]] = None
         self._compiles: List[Tuple[Optional[Site], Optional[Site], int]] = []
 
-    def ran(self, site: Site, args: tuple, tensor_type: type, builds_graph: bool) -> None:
+    def ran(self, site: Site, args: tuple, kwargs: dict, tensor_type: type, builds_graph: bool) -> None:
         """A torch call at ``site``; ``builds_graph``: it made a device tensor (a lazy op)."""
         line = (site.path, site.line)
         steps = self.lines_ran.get(line)
@@ -69,7 +70,7 @@ class Recording:
             # every call's input shapes, and which Python numbers are 0 or 1 (torch_xla compiles those
             # into the graph, any other number is an input), folded into one digest per line
             shapes = tuple(tuple(a.shape) for a in args if isinstance(a, tensor_type))
-            special = tuple(a == 0 or a == 1 for a in args if type(a) in (int, float))
+            special = tuple(_compiled_in(a) for a in (*args, *kwargs.values()) if type(a) in (int, float))
             self._digests[line] = hash((self._digests.get(line), shapes, special))
             if line not in self._shapes:
                 self._shapes[line] = shapes
@@ -155,6 +156,12 @@ def _change(before: Optional[Dict[Line, Shapes]], after: Dict[Line, Shapes]) -> 
         if line not in after:
             return Change("path", line, "ran", "did not run")
     return Change("", None, "", "")
+
+
+def _compiled_in(number: float) -> bool:
+    """Whether torch_xla compiles this Python number into the graph: 0 or 1 once in float32
+    (``1 - 2.955e-6 * 0.01`` is 1.0 there)."""
+    return struct.unpack("f", struct.pack("f", number))[0] in (0.0, 1.0)
 
 
 def _inner_change(before: Dict[Line, int], after: Dict[Line, int]) -> Change:

@@ -92,7 +92,7 @@ class Tracer:
         site, library = self.frames.attribute(frame)
         recording = self.recording
         if site is not None:
-            recording.ran(site, args, self._torch.Tensor, _on_xla(result))
+            recording.ran(site, args, kwargs, self._torch.Tensor, _on_xla(result))
         if name == "backward":
             recording.backward_in_step = True
         if before != after or pending is not None:
