@@ -14,10 +14,13 @@ class RecompileAfterWarmup(Rule):
     summary = "A graph compiled again after warm-up (seen at run time)"
     run_only = True
     what_it_does = (
-        "Reported by the run-time trace (`python -m xla_compat.trace`), never by the linter: a step after the "
-        "warm-up steps (`--warmup`, default 2) compiled a graph that no earlier step had. The finding is on the "
-        "first line whose traced torch call changed since the step before: a call whose tensor arguments had "
-        "other shapes (`(8, 16) -> (4, 16)`: a short last batch, a sequence length that follows the data), or a "
+        "Reported by the run-time trace (`python -m xla_compat.trace`), never by the linter: a step compiled a "
+        "graph after warm-up, that is, once every line that built graph ops in it had done so in `--warmup` "
+        "(default 2) earlier steps; compiles before the first step that ran `backward()` are set-up and not "
+        "reported. The finding is on the first line whose traced torch calls changed since the step before: a "
+        "call whose tensor arguments had other shapes (`(8, 16) -> (4, 16)`: a short last batch, a sequence length "
+        "that follows the data), a Python number passed to a call that became or stopped being 0 or 1 (torch_xla "
+        "compiles those two into the graph: a learning-rate schedule that makes `1 - lr * wd` round to 1.0), or a "
         "line that ran this time and not the step before, or the other way round (Python control flow on a "
         "value: `if epoch > 0:`, a branch on a tensor's value). When no traced call changed, the message says so "
         "and the finding is on the sync that compiled."
