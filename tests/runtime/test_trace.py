@@ -324,14 +324,14 @@ def test_the_context_manager_reports_in_process():
 
     device = xla_compat.device()
     weight = torch.randn(97, 3).to(device)  # a width no other runtime test uses
-    with xla_compat.trace(warmup=1) as t:
-        for _ in range(4):
+    with xla_compat.trace(warmup=2) as t:  # 2.1 compiles once more than 2.9 here
+        for _ in range(5):
             value = (weight * 2).sum()
             total = value.item()
             xla_compat.sync()
     line = test_the_context_manager_reports_in_process.__code__.co_firstlineno + 10
     assert [(f.code, os.path.basename(f.path), f.line, f.message) for f in t.findings] == [
-        ("XLA307", "test_trace.py", line, ".item() read a device value to the host on 3 of 3 steps, 1 per step")]
+        ("XLA307", "test_trace.py", line, ".item() read a device value to the host on 4 of 4 steps, 1 per step")]
     assert total == pytest.approx(float(weight.sum().item() * 2), rel=1e-5)
 
 
