@@ -55,9 +55,8 @@ def read_trace(path: str) -> TraceEvidence:
     through: Dict[Place, List[dict]] = {}
     for record in document.get("findings", []):
         events.setdefault((os.path.normcase(record["path"]), int(record["line"])), []).append(record)
-        for caller in record.get("callers", []):
-            path, _, line = caller.rpartition(":")
-            through.setdefault((os.path.normcase(path), int(line)), []).append(record)
+        for caller in _callers(record):
+            through.setdefault(caller, []).append(record)
     ran = {os.path.normcase(p): set(lines) for p, lines in document.get("lines_ran", {}).items()}
     return TraceEvidence(events, ran, through)
 
@@ -89,14 +88,19 @@ def merge(findings: Sequence[Finding], evidence: TraceEvidence, checked: Sequenc
         for record in records:
             # a note (a throttled read, a one-off after the loop) is what the static rules leave alone too;
             # an event reached through a call the linter reported is that finding's
-            callers = {(os.path.normcase(p), int(n)) for p, _, n in (c.rpartition(":") for c in record.get("callers", []))}
-            if record.get("severity") != "warning" or callers & static_places \
+            if record.get("severity") != "warning" or _callers(record) & static_places \
                     or not selector.for_file(shown[path])(record["code"]):
                 continue
             out.append(Finding(shown[path], Diagnostic(line, 0, record["code"], record["message"] + RUN_ONLY)))
             run_only += 1
     out.sort(key=lambda f: (f.path, f.diagnostic.line, f.diagnostic.col, f.diagnostic.code))
     return out, MergeCounts(confirmed, ran_clean, run_only)
+
+
+def _callers(record: dict) -> Set[Place]:
+    """The project's call sites through which the run reached ``record`` ("/abs/train.py:71")."""
+    return {(os.path.normcase(path), int(line))
+            for path, _, line in (caller.rpartition(":") for caller in record.get("callers", []))}
 
 
 def _annotated(finding: Finding, note: str) -> Finding:

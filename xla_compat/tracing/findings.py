@@ -52,18 +52,19 @@ def findings(recording: Recording) -> List[TraceFinding]:
     """Every event site of ``recording``, sorted by file and line."""
     # steps with a boundary on each side in which the project's code built graph ops
     full = sorted(s for s in recording.graph_steps if s < recording.step)
+    full_set = frozenset(full)
     out = []
     for key, steps in recording.hits.items():
         site = key.site or key.library
         if site is None:
             continue
-        finding = _finding(key, site, steps, full, recording)
+        finding = _finding(key, site, steps, full, full_set, recording)
         if finding is not None:
             out.append(finding)
     return sorted(out, key=lambda f: (f.path, f.line, f.code, f.message))
 
 
-def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
+def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int], full_set: frozenset,
              recording: Recording) -> Optional[TraceFinding]:
     if key.kind == COMPILED and recording.training_steps:
         # compiles before the first training step are set-up (a model moved or wrapped piece by piece)
@@ -71,7 +72,7 @@ def _finding(key: Key, site: Site, steps: Dict[int, int], full: Sequence[int],
         steps = {s: n for s, n in steps.items() if s >= first_training}
         if not steps:
             return None
-    hit_full = [s for s in steps if s in set(full)]
+    hit_full = [s for s in steps if s in full_set]
     per_step = max(steps.values())
     count = sum(steps.values())
     library = _library(key)

@@ -83,19 +83,11 @@ class FrameClassifier:
         the call sites through which the project reached an event (``acc.update(logits)`` for a
         copy inside ``update``)."""
         found = []
-        kinds = self._kinds
-        first = True
-        while frame is not None and len(found) < limit:
-            code = frame.f_code
-            kind = kinds.get(code.co_filename)
-            if kind is None:
-                kind = self.kind(code.co_filename)
-            if kind == PROJECT:
-                if not first:
-                    found.append((code.co_filename, frame.f_lineno))
-                first = False
+        while frame is not None and len(found) <= limit:  # events only: no need for attribute()'s shortcuts
+            if self.kind(frame.f_code.co_filename) == PROJECT:
+                found.append((frame.f_code.co_filename, frame.f_lineno))
             frame = frame.f_back
-        return tuple(found)
+        return tuple(found[1:])
 
     def attribute(self, frame: Optional[FrameType]) -> Tuple[Optional[Site], Optional[Site]]:
         """(innermost project frame, innermost library frame inside it) from ``frame`` outwards;

@@ -40,9 +40,6 @@ class Recording:
         self.callers: Dict[Key, Set[Line]] = {}  # the project's call sites through which each was reached
         self.with_grad: Set[Key] = set()  # events seen with autograd on (not under torch.no_grad())
         self.training_steps: Set[int] = set()  # steps that called backward()
-        # steps in which the project's code made a torch call, other than on the lines of the boundaries
-        # around it (`for batch in loader:` syncs, and the loader's next() makes torch calls)
-        self.active_steps: Set[int] = set()
         # steps after step 0 whose code built graph ops (not a loader's or a barrier's sync alone):
         # what findings count as steps, and what --steps counts
         self.graph_steps: Set[int] = set()
@@ -108,6 +105,8 @@ class Recording:
 
     def _end_step(self, closed_at: Optional[Line]) -> None:
         boundaries = {self._opened_at, closed_at}
+        # the project's code made a torch call other than on the lines of the boundaries around the step
+        # (`for batch in loader:` syncs, and the loader's next() makes torch calls)
         active = bool(self._lines - boundaries)
         # warm-up: a graph compiled in a step is expected until each line that built graph ops in it
         # has done so in `warmup` earlier steps (a step's code is traced anew the first times it runs:
@@ -119,8 +118,6 @@ class Recording:
             seen[line] = seen.get(line, 0) + 1
         if graph_lines and self.step:
             self.graph_steps.add(self.step)
-        if active:
-            self.active_steps.add(self.step)
         if warming:
             self._compiles = []
         if self.backward_in_step:
