@@ -25,7 +25,8 @@ _PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
 _TPU_TRAINER = re.compile(r"accelerator\s*=\s*[\"']tpu[\"']|tpu_cores")
 _STAR_TRAINER = "from transformers.trainer import *"
 # TorchTPU code (torch.tpu, torch_tpu, device "tpu", TORCH_TPU_* variables) under --migrate-to torchtpu
-_TPU_WORDS = re.compile(r"tpu|TPU")
+# what code moving to TorchTPU may hold without naming torch_xla: TPU words, the "xla" device by name
+_TPU_WORDS = re.compile(r"tpu|TPU|[\"']xla[\"':]")
 
 
 @functools.lru_cache(maxsize=None)

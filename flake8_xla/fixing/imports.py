@@ -1,8 +1,11 @@
-"""How fixed code reaches a module: reuse a binding the use already sees, or import it exactly where
-the old API's module was imported (same guard, same function), under a name that is free.
+"""How fixed code reaches a module: reuse a binding the use already sees, or import it where the old
+API's module was imported, under a name that is free.
 
-An import is never hoisted: a library that imports torch_xla under ``try/except ImportError``, an
-availability check or inside a function must still import without torch_xla after a fix.
+A torch_xla module is imported exactly beside the old import (same guard, same function): a library
+that imports torch_xla under ``try/except ImportError``, an availability check or inside a function
+must still import without torch_xla after a fix. A module that is there wherever the file runs
+(``torch``, the standard library) goes out of every guard instead, to the other imports of the same
+scope: inside a guard on torch_xla it would never run once torch_xla is gone (TorchTPU).
 """
 from __future__ import annotations
 
@@ -16,17 +19,29 @@ from ..analysis.semantic import Reference, Scope
 from .edits import Edit, alone_on_its_lines
 
 # conventional aliases for modules a fix imports (used only when the name appears nowhere in the file)
+# modules present wherever code that imports torch_xla runs: never left inside a guard
+ALWAYS_THERE = ("os", "sys", "torch")
 ALIASES = {"torch_xla.runtime": "xr", "torch_xla.core.xla_model": "xm", "torch_xla.distributed.spmd": "xs"}
 
 _WORD = re.compile(r"(?!\d)\w+")
 
 
 class PlannedImport(NamedTuple):
-    """One import statement to add: ``line`` goes after the earliest anchor in statement list ``block``."""
+    """One import statement to add: ``line`` goes at the earliest anchor in statement list ``block``."""
 
     block: int  # id() of the statement list that receives it
     module: str
     line: str
+
+
+class _Anchor(NamedTuple):
+    """Where an added import goes: after ``statement`` (before it when ``before``)."""
+
+    statement: ast.stmt
+    before: bool = False
+
+    def order(self, importer: "Importer") -> float:
+        return importer.position(self.statement)[1] - (0.5 if self.before else 0)
 
 
 class _Binding(NamedTuple):
@@ -52,7 +67,7 @@ class Importer:
         self.lines = lines
         self.parents = parents
         self.references = references
-        self._anchors: Dict[PlannedImport, ast.stmt] = {}
+        self._anchors: Dict[PlannedImport, _Anchor] = {}
         self._positions: Dict[int, Optional[Tuple[int, int]]] = {}
 
     # -- indexes, built once per pass --------------------------------------------------------------
@@ -128,6 +143,10 @@ class Importer:
         place = self.position(anchor)
         if place is None:
             return None
+        at = _Anchor(anchor)
+        if module.split(".")[0] in ALWAYS_THERE:
+            at = self._out_of_guards(anchor)
+            place = self.position(at.statement)
         alias = ALIASES.get(module)
         if alias and alias not in self.words:
             line, prefix = f"import {module} as {alias}", alias
@@ -137,9 +156,44 @@ class Importer:
             return None
         planned = PlannedImport(place[0], module, line)
         earlier = self._anchors.get(planned)
-        if earlier is None or self.position(earlier)[1] > place[1]:
-            self._anchors[planned] = anchor
+        if earlier is None or earlier.order(self) > at.order(self):
+            self._anchors[planned] = at
         return prefix, planned
+
+    def plan(self, module: str, stmt: ast.stmt, scope: Scope) -> Optional[Tuple[str, Optional[PlannedImport]]]:
+        """How code at ``stmt`` (in ``scope``) reaches ``module``, a module that is there wherever the file
+        runs: a binding that runs before it, else a new ``import module`` out of the guards around ``stmt``."""
+        for binding in self.bindings.get(module, ()):
+            if scope.lookup(binding.name) == binding.value and self.dominates(binding.statement, stmt):
+                return binding.prefix, None
+        if module.split(".")[0] not in ALWAYS_THERE or not self._package_name_free(module.split(".")[0], scope, scope):
+            return None
+        at = self._out_of_guards(stmt, inclusive=True)
+        place = self.position(at.statement)
+        if place is None:
+            return None
+        planned = PlannedImport(place[0], module, f"import {module}")
+        earlier = self._anchors.get(planned)
+        if earlier is None or earlier.order(self) > at.order(self):
+            self._anchors[planned] = at
+        return module, planned
+
+    def _out_of_guards(self, anchor: ast.stmt, inclusive: bool = False) -> _Anchor:
+        """The place in the anchor's own scope, outside every compound statement around it (``inclusive``:
+        and before the anchor itself): after the last import before that statement, else right before it."""
+        top = anchor
+        parent = self.parents.get(id(anchor))
+        while parent is not None and not isinstance(parent, _SCOPES):
+            if isinstance(parent, ast.stmt):
+                top = parent
+            parent = self.parents.get(id(parent))
+        if top is anchor and not inclusive:
+            return _Anchor(anchor)
+        block, index = self.position(top)
+        body = next(b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                    if type(b) is list and id(b) == block)
+        earlier = [s for s in body[:index] if type(s) in (ast.Import, ast.ImportFrom)]
+        return _Anchor(earlier[-1]) if earlier else _Anchor(top, before=True)
 
     def _package_name_free(self, package: str, owner: Scope, use: Scope) -> bool:
         """Whether ``import package.x`` in ``owner`` binds ``package`` without changing what any
@@ -156,8 +210,13 @@ class Importer:
     def import_edits(self, planned: Iterable[PlannedImport]) -> List[Edit]:
         edits = []
         for key in sorted(set(planned), key=lambda p: p.line):
-            anchor = self._anchors[key]
-            if alone_on_its_lines(self.lines, anchor):
+            anchor, before = self._anchors[key]
+            if before:  # nothing is imported before it in its scope: the import opens the statement's line
+                first = self.lines.line_start(anchor.lineno)
+                indent = self.lines.source[first:self.lines.start(anchor)]
+                ending = line_ending(self.lines.lines[anchor.lineno - 1]) or self.lines.default_ending()
+                edits.append(Edit(first, first, indent + key.line + ending))
+            elif alone_on_its_lines(self.lines, anchor):
                 first = self.lines.line_start(anchor.lineno)
                 indent = self.lines.source[first:self.lines.start(anchor)]
                 own = line_ending(self.lines.lines[anchor.end_lineno - 1])
@@ -169,7 +228,9 @@ class Importer:
         return edits
 
 
-__all__ = ["ALIASES", "Importer", "PlannedImport"]
+__all__ = ["ALIASES", "ALWAYS_THERE", "Importer", "PlannedImport"]
+
+_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _place_in_parent(stmt: ast.stmt, parent: Optional[ast.AST]) -> Optional[Tuple[int, int]]:

@@ -7,10 +7,12 @@ after the move nothing of torch_xla runs.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from ..analysis import syntax
+from ..analysis.availability import import_guards, is_probe
 from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
@@ -49,30 +51,45 @@ class MigrationUses(tuple):
 
     @classmethod
     def from_context(cls, ctx: FileContext) -> "MigrationUses":
-        return cls(match_migration(ctx.get(SemanticModel), migration_table(), ctx.tree))
+        return cls(match_migration(ctx.get(SemanticModel), migration_table(), ctx.tree, ctx.get(syntax.Parents)))
 
 
-def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST) -> List[MigrationUse]:
+def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST,
+                    parents: syntax.Parents) -> List[MigrationUse]:
     uses: List[MigrationUse] = []
     imports_seen: Set[int] = set()
     loaded: Optional[Counter] = None
-    probes: Set[int] = set()
+    in_try: Set[int] = set()
+    guarded: Set[int] = set()
     for ref in model.references:
         if ref.is_import:
             if loaded is None:
-                loaded, probes = syntax.names_used(tree), _imports_in_try(tree)
-            use = _import_use(ref, table, imports_seen, loaded, probes)
+                loaded, in_try = syntax.names_used(tree), _imports_in_try(tree)
+                guarded = {id(s) for guard in import_guards(tree) for s in guard.body}
+            if id(ref.statement) in guarded:
+                continue  # the guard is the use: XLA504 reports it
+            use = _import_use(ref, table, imports_seen, loaded, in_try)
         elif ref.qualname in ENV_SETTERS:
             uses.extend(_env_uses(ref, model, table))
             continue
         else:
-            use = _api_use(ref, table)
+            use = _api_use(ref, table, parents, tree)
         if use is not None:
             uses.append(use)
     return sorted(uses, key=lambda u: (u.node.lineno, u.node.col_offset))
 
 
 _PROBE = "an availability probe inside try: what its except branch sets (a flag, a fallback) has to be rethought"
+_PROBE_CALL = ("it probes for a TPU inside try, and its TorchTPU form cannot fail: test "
+               "torch.accelerator.is_available() instead (XLA504)")
+# a torch_xla name the table has no row for: still a use that fails once torch_xla is gone
+UNMAPPED = MigrationRow(
+    id="unmapped", kind="call", names=(), becomes="no TorchTPU counterpart known", rewrite="manual", evidence="",
+    why="find what it does and write that with torch, torch.distributed or torch.tpu")
+UNMAPPED_ENV = EnvRow(names=(), becomes="no TorchTPU counterpart known", rewrite="manual", evidence="")
+_TORCH_XLA_PREFIXES = ("torch_xla.", "torch.ops.xla.")
+_TORCH_XLA_ENV = re.compile(r"(XLA|PT_XLA|PJRT|XRT)_\w+")
+_STILL_READ = frozenset({"XLA_FLAGS"})  # read by the XLA compiler TorchTPU runs too
 _SIDE_EFFECT = ("it is imported for what it registers (the xla device, the 'xla' process-group backend, "
                 "torch.ops.xla): remove it once nothing relies on that")
 
@@ -106,11 +123,14 @@ def _imports_in_try(tree: ast.AST) -> Set[int]:
             for stmt in node.body if type(stmt) in (ast.Import, ast.ImportFrom)}
 
 
-def _api_use(ref: Reference, table: MigrationTable) -> Optional[MigrationUse]:
+def _api_use(ref: Reference, table: MigrationTable, parents: syntax.Parents, tree: ast.AST) -> Optional[MigrationUse]:
     row = table.lookup(ref.qualname)
-    if row is None:
-        return None
     call = ref.call
+    if row is None:
+        if not ref.qualname.startswith(_TORCH_XLA_PREFIXES):
+            return None
+        return MigrationUse(ref.node, ref.written_prefix(ref.qualname) + ("()" if call is not None else ""),
+                            row=UNMAPPED, ref=ref)
     written = ref.written_prefix(ref.qualname)
     if row.kind == "argument":
         node = None if call is None else argument_value(row, call)
@@ -122,7 +142,9 @@ def _api_use(ref: Reference, table: MigrationTable) -> Optional[MigrationUse]:
     limited = row.fix is not None and row.fix.args is not None
     mechanical = row.mechanical and (row.fix is None or call is not None) and \
         not (limited and not accepted(row.fix.args, call))
-    return MigrationUse(ref.node, written + ("()" if call is not None else ""), row=row, ref=ref, mechanical=mechanical)
+    probe = mechanical and row.fix is not None and row.fix.kind == "replace" and is_probe(call, parents, tree)
+    return MigrationUse(ref.node, written + ("()" if call is not None else ""), row=row, ref=ref,
+                        mechanical=mechanical and not probe, reason=_PROBE_CALL if probe else "")
 
 
 def accepted(options: Tuple[Tuple[str, ...], ...], call: ast.Call) -> bool:
@@ -147,6 +169,8 @@ def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> It
     for key_node, value in env_assignments(ref, model):
         name = string_value(key_node)
         env = table.env_by_name.get(name or "")
+        if env is None and name not in _STILL_READ and _TORCH_XLA_ENV.fullmatch(name or ""):
+            env = UNMAPPED_ENV
         if env is None or switches_off(value):  # X = "0" asks for nothing to carry over
             continue
         reason = ""
