@@ -15,13 +15,14 @@ class TorchTpuMechanicalRewrite(MigrationRule):
         "whose TorchTPU (or plain PyTorch) form is mechanical, and says what it becomes: `xm.mark_step()` and "
         "`torch_xla.sync()` are deleted, `with torch_xla.step():` loses its `with`, "
         "`torch_xla.experimental.eager_mode(True)` is deleted, `torch_xla.device()` / `xm.xla_device()` become "
-        "`torch.device(\"tpu\", 0)` (an index, as `xla:0` had), `torch.device(\"xla\")` becomes `torch.device(\"tpu\")`, "
+        "`torch.device(\"tpu\", 0)` (an index, as `xla:0` had), `torch.device(\"xla\")`, `.to(\"xla\")` and "
+        "`device=\"xla:0\"` name `\"tpu\"` (`\"tpu:0\"`), "
         "`torch.compile(backend=\"openxla\")` becomes `backend=\"tpu\"`, `xm.wait_device_ops()` becomes "
         "`torch.accelerator.synchronize()`, `torch_xla.manual_seed(s)` and `xm.set_rng_state(s)` become "
         "`torch.tpu.manual_seed(s)` (experimental; `torch.manual_seed` would reseed the CPU as well), `xm.is_master_ordinal()` and `xm.master_print(...)` test the rank torchrun sets, "
         "and an aliased or from-import of torch_xla whose names nothing uses any more is removed (a plain "
-        "`import torch_xla.x`, which runs for what it registers, and an import in a `try`, an availability probe, "
-        "are XLA502). The table behind it, with the evidence "
+        "`import torch_xla.x`, which runs for what it registers, is XLA502; an import in a `try`, an availability "
+        "check, is XLA504). The table behind it, with the evidence "
         "for each row, is [docs/torchtpu.md](../torchtpu.md); the rewrites that need a human are XLA502."
     )
     why_bad = (
@@ -34,11 +35,14 @@ class TorchTpuMechanicalRewrite(MigrationRule):
     fix_safety = (
         "`flake8-xla fix --migrate-to torchtpu` applies these fixes; each is safe where it is offered: only the "
         "argument lists the table names are rewritten (`xm.xla_device(1)` has no equivalent, since a process "
-        "drives one device; `xm.mark_step(wait=True)` is left to a human), `torch.` and `os.` are imported "
-        "beside the torch_xla import where the file lacks them, and a comparison put in place of a call is "
+        "drives one device; `xm.mark_step(wait=True)` is left to a human), `torch` and `os` are imported "
+        "where the file lacks them, after the other imports of the scope of the torch_xla import and outside "
+        "any guard around it (a `try: import torch_xla` or an `if` that runs only with torch_xla never runs on "
+        "TorchTPU), and a comparison put in place of a call is "
         "parenthesized where it needs to be. `with torch_xla.step():` is unwrapped (its body moves one level "
-        "out) unless re-indenting could change a value: a string that spans lines in the body. An unused torch_xla import inside a `try` is left alone: what its `except` sets "
-        "needs a human."
+        "out) unless re-indenting could change a value: a string that spans lines in the body. An unused torch_xla import inside a `try` is left alone: it is an "
+        "availability check (XLA504). A call inside such a `try` made only to see whether it fails (`_ = "
+        "xm.xla_device()`) is not rewritten: its TorchTPU form cannot fail (XLA502 says so)."
     )
     since = "0.2.0"
     references = ("https://github.com/pytorch/xla/issues/9684",
@@ -94,6 +98,27 @@ class TorchTpuMechanicalRewrite(MigrationRule):
             fixed="import torch_xla\n\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n\n"
                   "    optimizer.step()\n",
             title="the step context",
+        ),
+        Example(
+            "import sys\n\ntry:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n\n\n"
+            "def report(message):\n    if xm is not None:\n        xm.master_print(message,\n"
+            "                        flush=True)\n",
+            expect=((11, 9, "xm.master_print() on TorchTPU: print(...) guarded by int(os.environ.get(\"RANK\", "
+                            "\"0\")) == 0 (LOCAL_RANK for local=True; fd= becomes file=)"),),
+            fixed="import sys\nimport os\n\ntry:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n"
+                  "    xm = None\n\n\ndef report(message):\n    if xm is not None:\n"
+                  "        if int(os.environ.get(\"RANK\", \"0\")) == 0:\n            print(message,\n"
+                  "                        flush=True)\n",
+            title="an import the fix adds goes outside the guard on torch_xla, which fails on TorchTPU",
+        ),
+        Example(
+            "import torch\n\nbatch = batch.to('xla')\nmask = torch.ones(4, device=\"xla:0\")\n",
+            expect=((3, 18, ".to(\"xla\") on TorchTPU: \"tpu\" (\"tpu:0\" for \"xla:0\"): each process sees its own "
+                            "device as tpu:0"),
+                    (4, 29, "device=\"xla:0\" on TorchTPU: \"tpu\" (\"tpu:0\" for \"xla:0\"): each process sees its "
+                            "own device as tpu:0")),
+            fixed="import torch\n\nbatch = batch.to('tpu')\nmask = torch.ones(4, device=\"tpu:0\")\n",
+            title="the device named by a string",
         ),
         Example(
             "import torch_xla.debug.metrics as met\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n",

@@ -18,7 +18,9 @@ class TorchTpuManualRewrite(MigrationRule):
         "(`fully_shard`), `MpDeviceLoader`, collectives, `xm.save`, `xm.rendezvous`, `torch_xla.compile`, "
         "world size and ordinals (`torch.distributed` after `init_process_group(\"tpu\")`), `initialize_cache`, "
         "metrics, the profiler, Pallas kernels, autocast; and the calls of mechanical rows whose arguments have "
-        "no mechanical form (`xm.mark_step(wait=True)`, `xm.xla_device(1)`). Names TorchTPU marks experimental "
+        "no mechanical form (`xm.mark_step(wait=True)`, `xm.xla_device(1)`), or that only probe for a TPU inside "
+        "a `try` (`_ = xm.xla_device()`, whose TorchTPU form cannot fail); and every torch_xla name the table has "
+        "no row for (also `torch.ops.xla.*`), as having no known counterpart. Names TorchTPU marks experimental "
         "are said to be experimental. The table with its evidence is [docs/torchtpu.md](../torchtpu.md)."
     )
     why_bad = (
@@ -82,6 +84,25 @@ class TorchTpuManualRewrite(MigrationRule):
                            "single-controller SPMD: one process per device, and each partition spec becomes DTensor "
                            "placements")),
             title="SPMD",
+        ),
+        Example(
+            "import torch\nimport torch_xla.debug.metrics as met\n\nprint(met.counter_value('UncachedCompile'))\n"
+            "torch.ops.xla.dynamo_set_buffer_donor_(buffer, True)\n",
+            expect=((4, 7, "met.counter_value() on TorchTPU: no public equivalent; for compiled code, "
+                           "TORCH_LOGS=recompiles,graph_breaks or torch._dynamo.explain; needs a human: the counters "
+                           "have no public TorchTPU counterpart"),
+                    (5, 1, "torch.ops.xla.dynamo_set_buffer_donor_() on TorchTPU: no TorchTPU counterpart known; "
+                           "needs a human: find what it does and write that with torch, torch.distributed or "
+                           "torch.tpu")),
+            title="a torch_xla name the table has no row for is reported too",
+        ),
+        Example(
+            XM + "\ntry:\n    device = xm.xla_device()\nexcept RuntimeError:\n    device = torch.device('cpu')\n"
+            "model.to(device)\n",
+            expect=((4, 14, "xm.xla_device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, seen as "
+                            "tpu:0; needs a human: it probes for a TPU inside try, and its TorchTPU form cannot fail: "
+                            "test torch.accelerator.is_available() instead (XLA504)"),),
+            title="a probe with a fallback: its rewrite would never fail, and the fallback never run",
         ),
     )
 

@@ -22,10 +22,12 @@ class TorchTpuIgnoredEnvVar(MigrationRule):
         "in its Python sources and in the strings of every compiled library: none of these is there."
     )
     fix_safety = (
-        "`PJRT_DEVICE` has a safe fix under `fix --migrate-to torchtpu`: the statement that sets it goes when it "
-        "sets nothing else (`os.environ[\"PJRT_DEVICE\"] = \"TPU\"`, `os.environ.setdefault(\"PJRT_DEVICE\", ...)`), "
-        "since TorchTPU finds the TPU by itself. The others stand for a behaviour that has to be asked for "
-        "another way: no automatic fix."
+        "`PJRT_DEVICE` has an unsafe fix, applied by `fix --migrate-to torchtpu --unsafe-fixes`: the statement "
+        "that sets it goes when it sets nothing else (`os.environ[\"PJRT_DEVICE\"] = \"TPU\"`, "
+        "`os.environ.setdefault(\"PJRT_DEVICE\", ...)`), since TorchTPU finds the TPU by itself; unsafe because "
+        "another module or a child process may still read the variable. The others stand for a behaviour that has "
+        "to be asked for another way: no automatic fix. Variables of torch_xla the table does not know "
+        "(`XLA_*`, `PT_XLA_*`, `PJRT_*`, `XRT_*` but `XLA_FLAGS`) are reported as having no known counterpart."
     )
     since = "0.2.0"
     references = ("https://github.com/pytorch/xla/issues/9684",)
@@ -52,6 +54,12 @@ class TorchTpuIgnoredEnvVar(MigrationRule):
             expect=((3, 19, "environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU: the wheel reads "
                             "TORCH_TPU_LAUNCH_BLOCKING (the name in older TorchTPU docs is not read); needs a human"),),
             title="a name from older TorchTPU docs",
+        ),
+        Example(
+            "import os\n\nos.environ['XLA_NO_SPECIAL_SCALARS'] = '1'\n",
+            expect=((3, 12, "environment variable XLA_NO_SPECIAL_SCALARS has no effect on TorchTPU: no TorchTPU "
+                            "counterpart known; needs a human"),),
+            title="a torch_xla variable the table does not know",
         ),
     )
 

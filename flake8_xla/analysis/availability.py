@@ -58,20 +58,22 @@ def import_guards(tree: ast.AST) -> List[ast.AST]:
 
 
 def is_probe(call: ast.Call, parents: Parents, tree: ast.AST) -> bool:
-    """A call made only to see whether it fails: in the body of a ``try`` that handles a failure, its
-    result unused, bound to ``_``, or bound to a name that is only printed or logged."""
+    """A call made to see whether it fails: in the body of a ``try`` that handles a failure, its result
+    unused, bound to ``_``, bound to a name that is only printed or logged, or bound to a name that a
+    handler binds too (``except RuntimeError: device = cpu``: the fallback is the point)."""
     stmt = parents.of(call)
-    if type(stmt) is ast.Expr:
-        used_for_value = False
-    elif type(stmt) is ast.Assign and stmt.value is call and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
-        used_for_value = stmt.targets[0].id.strip("_") != "" and not _only_logged(stmt.targets[0].id, parents, tree)
-    else:
-        return False
-    if used_for_value:
+    name = None
+    if type(stmt) is ast.Assign and stmt.value is call and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
+        name = stmt.targets[0].id
+    elif type(stmt) is not ast.Expr:
         return False
     for child, parent in parents.chain(stmt):
         if type(parent) in TRY_NODES and child in parent.body:
-            return bool(parent.handlers)
+            if not parent.handlers:
+                return False
+            return name is None or name.strip("_") == "" or _only_logged(name, parents, tree) or \
+                any(type(t) is ast.Name and t.id == name for h in parent.handlers for s in h.body
+                    if type(s) is ast.Assign for t in s.targets)
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Module)):
             return False
     return False

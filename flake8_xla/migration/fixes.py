@@ -13,7 +13,7 @@ import tokenize
 from typing import List, Optional, Tuple
 
 from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
-from ..fixing.edits import statement_removal
+from ..fixing.edits import alone_on_its_lines, statement_removal
 from ..fixing.lines import line_ending
 from .matching import MigrationUse, argument_value
 
@@ -28,6 +28,8 @@ def build_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     row, ref = use.row, use.ref
     if not use.mechanical:
         return None  # a human's rewrite (the row's, or this use's: see MigrationUse.why)
+    if row is not None and row.kind == "device_string":
+        return _device_string(use, site)
     if row is None or row.fix is None or ref is None:
         return use.env is not None and _env_fix(use, site) or None
     if row.fix.kind == "delete_import":
@@ -102,14 +104,27 @@ def _value(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
     quote = written[-1]
     if written[0] != quote:  # a prefixed or implicitly concatenated literal: leave it
         return None
-    return [Edit(site.lines.start(node), site.lines.end(node), f"{quote}{use.row.fix.to}{quote}")], []
+    index = node.value[len("xla"):] if node.value.startswith("xla:") else ""  # "xla:0" -> "tpu:0"
+    return [Edit(site.lines.start(node), site.lines.end(node), f"{quote}{use.row.fix.to}{index}{quote}")], []
+
+
+def _device_string(use: MigrationUse, site: FixSite) -> Optional[Fix]:
+    """``"xla"`` -> ``"tpu"``, ``"xla:0"`` -> ``"tpu:0"``, in the literal's own quotes."""
+    written = site.lines.text(use.node)
+    quote = written[-1]
+    if written[0] != quote:  # a prefixed or implicitly concatenated literal: leave it
+        return None
+    value = use.row.fix.to + use.node.value[len("xla"):]
+    edit = Edit(site.lines.start(use.node), site.lines.end(use.node), f"{quote}{value}{quote}")
+    return Fix(f"Name the device {value}", (edit,), True)
 
 
 def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
-    """``xm.master_print(a, fd=f, flush=True)`` alone on one line -> ``if <rank 0>:`` + ``print(a, file=f,
-    flush=True)``. master_print's default is the global master (``local=False``): RANK; ``local=True``: LOCAL_RANK."""
+    """``xm.master_print(a, fd=f, flush=True)`` alone on its lines -> ``if <rank 0>:`` + ``print(a, file=f,
+    flush=True)``. master_print's default is the global master (``local=False``): RANK; ``local=True``: LOCAL_RANK.
+    A call over several lines keeps its argument text as written when it has no ``fd=`` or ``local=``."""
     stmt = _statement(call, site)
-    if stmt is None or stmt.lineno != stmt.end_lineno or any(type(a) is ast.Starred for a in call.args[1:]):
+    if stmt is None or any(type(a) is ast.Starred for a in call.args[1:]):
         return None
     lines = site.lines
     keywords = {k.arg: k.value for k in call.keywords}
@@ -127,11 +142,17 @@ def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
     if reached is None:
         return None
     test, planned = reached
-    passed = [lines.text(a) for a in call.args]
-    passed += [f"{'file' if name == 'fd' else name}={lines.text(keywords[name])}" for name in ("fd", "flush")
-               if name in keywords]
+    if stmt.lineno != stmt.end_lineno:
+        if local is not None or "fd" in keywords or not alone_on_its_lines(lines, stmt):
+            return None
+        arguments = lines.source[lines.end(call.func):lines.end(call)]  # "(...)" as written, comments too
+    else:
+        passed = [lines.text(a) for a in call.args]
+        passed += [f"{'file' if name == 'fd' else name}={lines.text(keywords[name])}" for name in ("fd", "flush")
+                   if name in keywords]
+        arguments = f"({', '.join(passed)})"
     step = "\t" if indent.startswith("\t") else "    "
-    text = f"if {test}:{line_ending(line) or chr(10)}{indent}{step}print({', '.join(passed)})"
+    text = f"if {test}:{line_ending(line) or chr(10)}{indent}{step}print{arguments}"
     return [Edit(lines.start(stmt), lines.end(stmt), text)], planned
 
 

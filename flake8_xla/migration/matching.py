@@ -76,7 +76,34 @@ def match_migration(model: SemanticModel, table: MigrationTable, tree: ast.AST,
             use = _api_use(ref, table, parents, tree)
         if use is not None:
             uses.append(use)
+    uses.extend(_device_string_uses(tree, table))
     return sorted(uses, key=lambda u: (u.node.lineno, u.node.col_offset))
+
+
+_OTHER_INDEX = "another device index has no equivalent: a process drives one device, tpu:0"
+
+
+def _device_string_uses(tree: ast.AST, table: MigrationTable) -> Iterator[MigrationUse]:
+    """``.to("xla")`` and ``device="xla:0"``: the device named by a string (``torch.device("xla")`` is the
+    device-name row's)."""
+    if not table.device_strings:
+        return
+    for node in ast.walk(tree):
+        if type(node) is not ast.Call:
+            continue
+        func = node.func
+        if type(func) is ast.Attribute and func.attr == "to" and node.args:
+            found, written = node.args[0], f'.to({{}})'
+        else:
+            found = next((k.value for k in node.keywords if k.arg in ("device", "device_type")), None)
+            written = "device={}"
+        value = string_value(found)
+        if value is None or not _XLA_DEVICE.fullmatch(value):
+            continue
+        row = table.device_strings.get(value) or next(iter(table.device_strings.values()))
+        mapped = value in table.device_strings
+        yield MigrationUse(found, written.format(f'"{value}"'), row=row, mechanical=mapped,
+                           reason="" if mapped else _OTHER_INDEX)
 
 
 _PROBE = "an availability probe inside try: what its except branch sets (a flag, a fallback) has to be rethought"
@@ -89,6 +116,7 @@ UNMAPPED = MigrationRow(
 UNMAPPED_ENV = EnvRow(names=(), becomes="no TorchTPU counterpart known", rewrite="manual", evidence="")
 _TORCH_XLA_PREFIXES = ("torch_xla.", "torch.ops.xla.")
 _TORCH_XLA_ENV = re.compile(r"(XLA|PT_XLA|PJRT|XRT)_\w+")
+_XLA_DEVICE = re.compile(r"xla(:\d+)?")
 _STILL_READ = frozenset({"XLA_FLAGS"})  # read by the XLA compiler TorchTPU runs too
 _SIDE_EFFECT = ("it is imported for what it registers (the xla device, the 'xla' process-group backend, "
                 "torch.ops.xla): remove it once nothing relies on that")
