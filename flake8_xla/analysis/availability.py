@@ -124,9 +124,10 @@ def _checks(tree: ast.AST, model: SemanticModel, parents: Parents):
                     and ast.unparse(right) == "sys.modules":
                 yield AvailabilityCheck("sys.modules", node, f"\"{left.value}\" in sys.modules")
             elif type(node.ops[0]) in (ast.Eq, ast.NotEq):
+                op = "==" if type(node.ops[0]) is ast.Eq else "!="
                 for side, other in ((left, right), (right, left)):
                     if string_value(side) == "xla" and type(other) is ast.Attribute and other.attr == "type":
-                        yield AvailabilityCheck("device type", side, f"{ast.unparse(other)} == \"xla\"", side)
+                        yield AvailabilityCheck("device type", side, f"{ast.unparse(other)} {op} \"xla\"", side)
 
 
 def _names_torch_xla(module: Optional[str]) -> bool:
