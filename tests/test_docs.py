@@ -23,7 +23,8 @@ def test_every_rule_has_a_page_and_a_readme_row() -> None:
 
 
 def test_check_mode_reports_a_stale_page(tmp_path, capsys) -> None:
-    (tmp_path / "README.md").write_text(f"x\n{docs.README_START}\n{docs.README_END}\n")
+    (tmp_path / "README.md").write_text(f"x\n{docs.README_START}\n{docs.README_END}\n"
+                                        f"{docs.TORCHTPU_START}\n{docs.TORCHTPU_END}\n")
     assert docs.main(["--root", str(tmp_path)]) == 0
     assert docs.main(["--check", "--root", str(tmp_path)]) == 0
     page = tmp_path / "docs" / "rules" / "XLA101.md"
