@@ -235,8 +235,11 @@ def render_torchtpu() -> str:
         "cannot be installed beside it. flake8-xla tells you what each torch_xla line becomes and rewrites the "
         "mechanical ones:",
         "```sh\n"
-        "flake8-xla migrate-report src/                      # per file and API: mechanical / needs a human\n"
+        "flake8-xla migrate-report src/                      # per file and API: mechanical / needs a human, "
+        "and what fix leaves\n"
         "flake8-xla migrate-report --format json src/        # the same as JSON\n"
+        "flake8-xla migrate-report --format markdown src/    # a pull request's description: totals, files, "
+        "a checklist for a human\n"
         "flake8-xla check --migrate-to torchtpu src/         # each use, with what it becomes (XLA5xx)\n"
         "flake8-xla fix --migrate-to torchtpu --diff src/    # review the mechanical rewrites\n"
         "flake8-xla fix --migrate-to torchtpu src/           # apply them\n"

@@ -13,6 +13,7 @@ from .. import __version__
 from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores, parse_sync_functions)
+from ..documents import is_document
 from ..engine import all_rules, rule_index
 from ..output.formats import RENDERERS, TEXT_FORMATS, docs_url, render_text
 from ..lifecycle.table import api_table
@@ -23,9 +24,9 @@ from .discovery import FileFinder
 from .file_codes import FILE_CODES, explain_file_code
 from .errors import UsageError
 from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
-from .reading import DEFAULT_MAX_FILE_SIZE, format_size, parse_size
-from .running import FileResult, Interrupted, Job, run_files
-from .summary import check_note, fix_summary, plural, settings_report, statistics
+from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, format_size, parse_size, read_file_bytes
+from .running import FileResult, Interrupted, Job, run_file, run_files
+from .summary import check_note, fix_command, fix_summary, plural, settings_report, statistics
 from .trace_merge import merge as merge_trace, read_trace, summary as trace_summary
 
 
@@ -145,9 +146,11 @@ def _fix_options(fix: argparse.ArgumentParser) -> None:
 
 def _migrate_report_options(report: argparse.ArgumentParser) -> None:
     _add_common_options(report)
-    report.add_argument("--format", dest="report_format", choices=("text", "json"), default="text",
-                        help="text (default) or json")
+    report.add_argument("--format", dest="report_format", choices=tuple(migration_report.RENDERERS), default="text",
+                        help="text (default), json, or markdown (a pull request's description)")
     report.add_argument("--output-file", help="write the report here instead of stdout")
+    report.add_argument("--no-cache", action="store_true", help="accepted for symmetry with check (the report "
+                        "reads no cache)")
 
 
 def _clean_options(clean: argparse.ArgumentParser) -> None:
@@ -159,7 +162,8 @@ def _clean_options(clean: argparse.ArgumentParser) -> None:
 SUBCOMMANDS = {  # name -> (help, what adds its options)
     "check": ("report diagnostics", _check_options),
     "fix": ("apply fixes in place (review with --diff first); `fix -` prints the fixed stdin to stdout", _fix_options),
-    "migrate-report": ("sum up what moving to TorchTPU takes, per file and API (the XLA5xx rules); text or JSON",
+    "migrate-report": ("sum up what moving to TorchTPU takes, per file and API (the XLA5xx rules), and what "
+                       "`fix --migrate-to torchtpu` leaves; text, JSON or Markdown",
                        _migrate_report_options),
     "explain": ("print a rule's documentation", lambda explain: explain.add_argument("code")),
     "rules": ("list every rule", lambda rules: rules.add_argument(
@@ -359,7 +363,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     elif settings.output_format in TEXT_FORMATS and not args.quiet:
         if merged is not None:
             emit(trace_summary(merged) + "\n", sys.stderr)
-        note = check_note(findings, results)
+        note = check_note(findings, results, fix_command(settings.migrate_to, args.unsafe_fixes))
         if note:
             emit(note + "\n", sys.stderr)
         elif files and not any(r.error for r in results):
@@ -418,7 +422,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate_report(args: argparse.Namespace) -> int:
-    """The check run of the XLA5xx rules under --migrate-to torchtpu, summed up; exit 0 (a report)."""
+    """The check run of the XLA5xx rules under --migrate-to torchtpu, summed up with what the fix run
+    leaves; exit 0 (a report)."""
     _check_output_file(args.output_file)
     args.migrate_to, args.select, args.extend_select = "torchtpu", "XLA5", None
     settings, selector, files, done = _prepare(args)
@@ -428,14 +433,43 @@ def cmd_migrate_report(args: argparse.Namespace) -> int:
               stdin_filename=args.stdin_filename)
     results = _run(job, files, args.jobs)
     _print_notes(args, results)
-    reports, checked = migration_report.build((f for r in results for f in r.findings), len(files))
-    render = migration_report.render_json if args.report_format == "json" else migration_report.render_text
-    text = render(reports, checked)
+    paths = {display_name(path): path for path in files if path != "-"}  # stdin cannot be read twice
+    after = {r.path: _after_fix(job, paths[r.path]) for r in results
+             if r.path in paths and any(f.fixable for f in r.findings)}
+    reports, checked = migration_report.build((f for r in results for f in r.findings), len(files),
+                                              {path: left for path, left in after.items() if left is not None})
+    render = migration_report.RENDERERS[args.report_format]
+    text = render(reports, checked, fix_command(settings.migrate_to, args.unsafe_fixes),
+                  sum(r.unsafe_available for r in results))
     errors = [f for r in results for f in r.findings if not f.diagnostic.code.startswith("XLA5")]
     for f in errors:  # unreadable files, syntax errors: the report would be silent about them
         emit(f"flake8-xla: {f.location}: {f.diagnostic.code} {f.diagnostic.message}\n", sys.stderr)
     _write_report(text, args.output_file)
     return 0
+
+
+def _after_fix(job: Job, path: str) -> Optional[list]:
+    """The XLA5xx findings `fix` leaves in the file, at the lines of the file as it is: the fix runs in
+    memory, as `fix -` runs it, and writes nothing. It goes to a fixpoint, so what it uncovers (an
+    import of torch_xla that its rewrites leave unused) is counted, as fix counts it. None when the
+    file cannot be read again or the run fails: the report then counts the uses check marks fixable."""
+    try:
+        data = read_file_bytes(path, job.max_file_size)
+        before = decode_source(data, is_document(path)).text
+    except (OSError, ValueError):
+        return None
+    fixed = run_file(job._replace(fix=True, stdin_filename=path), "-", data)
+    if fixed.stdout_bytes is None or any(not f.diagnostic.code.startswith("XLA5") for f in fixed.findings):
+        return None  # an internal error (XLA000): not a file with nothing left
+    after = decode_source(fixed.stdout_bytes, is_document(path)).text
+    return migration_report.moved_back(before, after, fixed.findings, _cell_source)
+
+
+def _cell_source(notebook: str, cell: int) -> str:
+    import json  # notebooks only
+
+    source = json.loads(notebook)["cells"][cell - 1].get("source", "")
+    return "".join(source) if isinstance(source, list) else source
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

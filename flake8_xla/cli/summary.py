@@ -27,16 +27,25 @@ def statistics(results: Sequence[FileResult]) -> str:
     return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
 
 
-def check_note(findings: Sequence[Finding], results: Sequence[FileResult]) -> Optional[str]:
+def fix_command(migrate_to: Optional[str] = None, unsafe: bool = False) -> str:
+    """The fix run that fixes what a check run with these settings marks fixable: the same migration
+    (its rules fix nothing without it) and the same fix safety."""
+    return "flake8-xla fix" + (f" --migrate-to {migrate_to}" if migrate_to else "") + \
+        (" --unsafe-fixes" if unsafe else "")
+
+
+def check_note(findings: Sequence[Finding], results: Sequence[FileResult], command: str = "flake8-xla fix"
+               ) -> Optional[str]:
+    """``command``: the fix_command() of the run."""
     if not findings:
         return None
     fixable = sum(f.fixable for f in findings)
     unsafe = sum(r.unsafe_available for r in results)
     note = f"Found {plural(len(findings), 'diagnostic')}"
     if fixable:
-        note += f"; {fixable} fixable with `flake8-xla fix` (marked [*])"
-    if unsafe:
-        note += f"; {unsafe} more with `flake8-xla fix --unsafe-fixes`"
+        note += f"; {fixable} fixable with `{command}` (marked [*])"
+    if unsafe:  # never with --unsafe-fixes, which counts them fixable
+        note += f"; {unsafe} more with `{command} --unsafe-fixes`"
     return note + "."
 
 
