@@ -10,9 +10,9 @@ import ast
 import io
 import re
 import tokenize
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
-from ..fixing import Edit, Fix, FixSite, PlannedImport, removal_edits
+from ..fixing import Edit, Fix, FixSite, NoFix, PlannedImport, removal_edits
 from ..fixing.edits import alone_on_its_lines, statement_removal
 from ..fixing.lines import line_ending
 from .matching import MigrationUse, argument_value
@@ -24,7 +24,11 @@ _BARE_PARENTS = (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return, ast.If, ast.Wh
 MASTER = 'int(os.environ.get("{rank}", "0")) == 0'
 
 
-def build_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
+_UNFIT = ("the rewrite does not fit how this use is written (a statement sharing its line, a call over several "
+          "lines with fd= or local=, a name torch or os already means something else): apply it by hand")
+
+
+def build_fix(use: MigrationUse, site: FixSite) -> Union[Fix, NoFix, None]:
     row, ref = use.row, use.ref
     if not use.mechanical:
         return None  # a human's rewrite (the row's, or this use's: see MigrationUse.why)
@@ -40,7 +44,7 @@ def build_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
         return None
     built = _BUILDERS[row.fix.kind](use, call, site)
     if built is None:
-        return None
+        return NoFix(_UNFIT)
     edits, imports = built
     return Fix(f"Migrate {use.api} to TorchTPU", tuple(edits), True, tuple(imports))
 
