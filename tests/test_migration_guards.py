@@ -117,3 +117,10 @@ def test_a_master_print_over_lines_keeps_its_arguments_as_written():
 def test_a_master_print_over_lines_with_fd_is_left_to_a_human():
     source = "import sys\nimport torch_xla.core.xla_model as xm\n\nxm.master_print(\n    'x', fd=sys.stderr)\n"
     assert fixed(source) == source
+
+
+def test_device_strings_are_rewritten_where_they_name_a_device_only():
+    source = ("import torch\n\nx = t.to('xla')\nwith torch.autocast(device_type='xla', dtype=torch.bfloat16):\n"
+              "    pass\nreply = InfoResponse(device_type='xla')\n")
+    assert fixed(source) == source.replace("'xla')\nwith", "'tpu')\nwith").replace("device_type='xla', dtype",
+                                                                                    "device_type='tpu', dtype")

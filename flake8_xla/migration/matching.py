@@ -95,7 +95,10 @@ def _device_string_uses(tree: ast.AST, table: MigrationTable) -> Iterator[Migrat
         if type(func) is ast.Attribute and func.attr == "to" and node.args:
             found, written = node.args[0], f'.to({{}})'
         else:
-            found = next((k.value for k in node.keywords if k.arg in ("device", "device_type")), None)
+            # device_type= elsewhere is often a label (a server's info message), not a device
+            autocast = (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) == "autocast"
+            found = next((k.value for k in node.keywords
+                          if k.arg == "device" or (autocast and k.arg == "device_type")), None)
             written = "device={}"
         value = string_value(found)
         if value is None or not _XLA_DEVICE.fullmatch(value):
