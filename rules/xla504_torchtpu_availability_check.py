@@ -14,7 +14,7 @@ _HUMAN = {
     "library": "the library's test looks for torch_xla, not for a TPU",
     "sys.modules": "it asks whether torch_xla was imported, not whether a TPU is there",
 }
-_GUARD_HUMAN = "the try does more than set one flag: decide what each branch becomes"
+_GUARD_HUMAN = "what the try binds or sets steers the code after it: rewrite that with the test"
 _SPEC_HUMAN = "the spec is used for more than a yes or no"
 _STATEMENT_PARENTS = (ast.If, ast.While, ast.Assert, ast.IfExp, ast.Assign, ast.AnnAssign, ast.Return, ast.Call)
 TORCH = "import torch\n"
@@ -94,7 +94,7 @@ class TorchTpuAvailabilityCheck(Rule):
             TORCH + "\ntry:\n    import torch_xla.core.xla_model as xm\n    device = xm.xla_device()\n"
             "except ImportError:\n    device = torch.device('cpu')\n",
             expect=((4, 5, "import of torch_xla.core.xla_model in try on TorchTPU: " + TPU_CHECK + "; needs a "
-                           "human: the try does more than set one flag: decide what each branch becomes"),),
+                           "human: what the try binds or sets steers the code after it: rewrite that with the test"),),
             title="a fallback a human rewrites",
         ),
     )
