@@ -30,8 +30,10 @@ class TorchTpuAvailabilityCheck(Rule):
         f"test TorchTPU answers: `{TPU_CHECK}`. They are: an import of torch_xla in a `try` that catches its "
         "failure (`try: import torch_xla...; HAS_XLA = True except ImportError: HAS_XLA = False`), "
         "`importlib.util.find_spec(\"torch_xla\")` (and `pkgutil.find_loader`), `\"torch_xla\" in sys.modules`, "
-        "the libraries' own tests (`transformers`' and `accelerate`'s `is_torch_xla_available()`, "
-        "`is_tpu_available()`) and `device.type == \"xla\"`. A call inside such a `try` made only to see whether "
+        "the libraries' own tests (`is_torch_xla_available()`, `is_torch_tpu_available()`, "
+        "`is_tpu_available()` imported from `transformers`, `accelerate`, `optimum` or any other module, a relative "
+        "import included; a function of that name defined in the file is not flagged at its calls, the test in its "
+        "body is) and `device.type == \"xla\"`. A call inside such a `try` made only to see whether "
         "it fails (`_ = xm.xla_device()`) is part of the test: XLA502 says so instead of rewriting it to "
         "`torch.device(\"tpu\", 0)`, which cannot fail."
     )

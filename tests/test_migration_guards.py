@@ -124,3 +124,12 @@ def test_device_strings_are_rewritten_where_they_name_a_device_only():
               "    pass\nreply = InfoResponse(device_type='xla')\n")
     assert fixed(source) == source.replace("'xla')\nwith", "'tpu')\nwith").replace("device_type='xla', dtype",
                                                                                     "device_type='tpu', dtype")
+
+
+def test_library_tests_are_found_by_name_wherever_they_are_imported_from():
+    source = ("import torch_xla\nfrom .utils import is_tpu_available\nfrom transformers.file_utils import "
+              "is_torch_tpu_available\n\n\ndef is_torch_xla_available():\n    return True\n\n\n"
+              "if is_tpu_available(check_device=False) or is_torch_tpu_available() or is_torch_xla_available():\n"
+              "    pass\n")
+    assert [(line, col, code) for line, col, code, _ in found(source) if code == "XLA504"] == [
+        (10, 4, "XLA504"), (10, 44, "XLA504")]

@@ -15,14 +15,9 @@ from .syntax import TRY_NODES, Parents, names_used
 _IMPORT_FAILURES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 # calls that find a module without importing it; their first argument names it
 SPEC_FINDERS = frozenset({"importlib.util.find_spec", "importlib.find_loader", "pkgutil.find_loader"})
-# libraries' own tests for torch_xla (they test the package, not the TPU)
-LIBRARY_CHECKS = frozenset({
-    "transformers.is_torch_xla_available", "transformers.utils.is_torch_xla_available",
-    "transformers.utils.import_utils.is_torch_xla_available", "transformers.is_torch_tpu_available",
-    "transformers.utils.is_torch_tpu_available", "transformers.utils.import_utils.is_torch_tpu_available",
-    "accelerate.utils.is_torch_xla_available", "accelerate.utils.imports.is_torch_xla_available",
-    "accelerate.utils.is_tpu_available", "accelerate.utils.imports.is_tpu_available",
-})
+# the names libraries give their tests for torch_xla (transformers, accelerate, optimum, ...): imported from
+# anywhere, a relative import included, they test the package, not the TPU
+LIBRARY_CHECKS = frozenset({"is_torch_xla_available", "is_torch_tpu_available", "is_tpu_available"})
 _LOGGING = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "exception"})
 
 
@@ -115,8 +110,9 @@ def _checks(tree: ast.AST, model: SemanticModel, parents: Parents):
         if ref.qualname in SPEC_FINDERS and call.args and _names_torch_xla(string_value(call.args[0])):
             yield AvailabilityCheck("spec", call, f"{'.'.join(ref.written)}(\"{string_value(call.args[0])}\")",
                                     _spec_test(call, parents), ref=ref)
-        elif ref.qualname in LIBRARY_CHECKS:
+        elif "." in ref.qualname and ref.qualname.rsplit(".", 1)[1] in LIBRARY_CHECKS:
             yield AvailabilityCheck("library", call, f"{'.'.join(ref.written)}()", call, ref=ref)
+    yield from _relative_library_checks(tree)
     for node in ast.walk(tree):
         if type(node) is ast.Compare and len(node.ops) == 1:
             left, right = node.left, node.comparators[0]
@@ -128,6 +124,17 @@ def _checks(tree: ast.AST, model: SemanticModel, parents: Parents):
                 for side, other in ((left, right), (right, left)):
                     if string_value(side) == "xla" and type(other) is ast.Attribute and other.attr == "type":
                         yield AvailabilityCheck("device type", side, f"{ast.unparse(other)} {op} \"xla\"", side)
+
+
+def _relative_library_checks(tree: ast.AST):
+    """Calls of a library test imported relatively (``from .utils import is_tpu_available`` inside the
+    library), which the semantic model leaves unresolved."""
+    bound = {a.asname or a.name for node in ast.walk(tree) if type(node) is ast.ImportFrom and node.level
+             for a in node.names if a.name in LIBRARY_CHECKS}
+    if bound:
+        for node in ast.walk(tree):
+            if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in bound:
+                yield AvailabilityCheck("library", node, f"{node.func.id}()", node)
 
 
 def _names_torch_xla(module: Optional[str]) -> bool:
