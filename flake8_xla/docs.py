@@ -214,7 +214,16 @@ def render_lifecycle_table() -> str:
     return "\n\n".join(parts) + "\n"
 
 
+_KIND_NAMES = {  # rows whose names are not APIs
+    "availability": "a test of whether torch_xla is there (XLA504): a flag set by `try: import torch_xla` / "
+                    "`except ImportError`, `find_spec(\"torch_xla\")`",
+    "device_string": "`\"xla\"` / `\"xla:0\"` naming the device: `.to(\"xla\")`, `device=\"xla\"`",
+}
+
+
 def _names(row) -> str:
+    if row.kind in _KIND_NAMES:
+        return _KIND_NAMES[row.kind]
     return "<br>".join(f"`{n}`" for n in row.names) + (
         f" with {row.argument.keyword}=" + " or ".join(f"`\"{v}\"`" for v in row.argument.values)
         if row.argument else "")
@@ -336,6 +345,8 @@ def render_readme_torchtpu() -> str:
                       for v in row.argument.values]
         elif row.kind == "device_string":
             items += [f'- `"{v}"` naming the device: `"{value(v, fix.to)}"`' for v in row.names]
+        elif row.kind == "availability":
+            items.append(f"- {_KIND_NAMES[row.kind]}: `{fix.to}`")
         elif row.kind == "import":
             items.append("- a torch_xla import nothing uses any more: removed")
         else:

@@ -8,6 +8,7 @@ from flake8_xla.fixing.lines import line_ending
 from flake8_xla.migration.matching import TORCHTPU
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
+# the table's availability row, checked against the wheels (spelled out here: the table loads only when migrating)
 TPU_CHECK = 'torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpu"'
 # why a check of each kind needs a human (none: its rewrite is mechanical)
 _HUMAN = {

@@ -133,3 +133,12 @@ def test_library_tests_are_found_by_name_wherever_they_are_imported_from():
               "    pass\n")
     assert [(line, col, code) for line, col, code, _ in found(source) if code == "XLA504"] == [
         (10, 4, "XLA504"), (10, 44, "XLA504")]
+
+
+def test_xla504_says_what_the_table_row_checked_against_the_wheels_says():
+    from flake8_xla.migration.table import migration_table
+    from flake8_xla.rules.xla504_torchtpu_availability_check import TPU_CHECK
+
+    row = migration_table().availability
+    assert row.fix.to == row.becomes == TPU_CHECK
+    assert row.torch_names == ("torch.accelerator.is_available", "torch.accelerator.current_accelerator")

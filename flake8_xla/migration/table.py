@@ -12,7 +12,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import flake8_xla.rules as rule_units  # the package only, where the table file lives
 
-KINDS = ("call", "argument", "import", "device_string")  # device_string: "xla" naming the device
+KINDS = ("call", "argument", "import", "device_string", "availability")  # device_string: "xla" naming the device;
+# availability: the test TorchTPU answers where code tested for torch_xla (XLA504)
 REWRITES = ("mechanical", "manual")
 FIX_KINDS = ("delete", "replace", "rename", "value", "master_print", "delete_import", "unwrap_with")
 STAGES = ("stable", "experimental", "deprecated")
@@ -74,6 +75,7 @@ class MigrationTable(NamedTuple):
     imports: Tuple[MigrationRow, ...]  # import rows (their names are module prefixes)
     env_by_name: Dict[str, EnvRow]
     device_strings: Dict[str, MigrationRow]  # "xla", "xla:0" -> their row
+    availability: Optional[MigrationRow]  # what a test of torch_xla's presence becomes
 
     def lookup(self, qualname: str) -> Optional[MigrationRow]:
         return self.by_name.get(qualname)
@@ -142,7 +144,7 @@ def build_table(data: dict) -> MigrationTable:
                      for e in data.get("env_vars", ()))
     by_name: Dict[str, MigrationRow] = {}
     for row in rows:
-        if row.kind in ("import", "device_string"):
+        if row.kind in ("import", "device_string", "availability"):
             continue
         for name in row.names:
             if name in by_name:
@@ -154,7 +156,8 @@ def build_table(data: dict) -> MigrationTable:
     env_by_name = {name: env for env in env_rows for name in env.names}
     return MigrationTable(str(data["package"]), str(data["version"]), str(data["requires_torch"]), rows, env_rows,
                           by_name, tuple(r for r in rows if r.kind == "import"), env_by_name,
-                          {name: r for r in rows if r.kind == "device_string" for name in r.names})
+                          {name: r for r in rows if r.kind == "device_string" for name in r.names},
+                          next((r for r in rows if r.kind == "availability"), None))
 
 
 def table_path() -> str:
