@@ -320,7 +320,7 @@ def check_guards(rel: str, before: ast.AST, after: ast.AST) -> List[Violation]:
     b = xla_imports(before)
     a = xla_imports(after)
     if MIGRATE_TO:  # the migration rewrites `device.type == "xla"` tests: the guard is still the same one
-        a = [(tuple(re.sub(r"""(['"])tpu\1""", r"\1xla\1", part) for part in path), dump, line)
+        a = [(tuple(re.sub(r"""(\.type [!=]= )(['"])tpu\2""", r"\1\2xla\2", part) for part in path), dump, line)
              for path, dump, line in a]
     old_paths = {p for p, _, _ in b}
     old = collections.Counter((p, d) for p, d, _ in b)
