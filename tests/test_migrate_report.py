@@ -223,3 +223,10 @@ def test_check_names_the_fix_command_of_its_settings(project, capsys, argv, conf
         (project / "pyproject.toml").write_text(config)
     code, out, err = run(capsys, "check", "--no-cache", *argv, "train.py")
     assert err == note + "\n"
+
+
+def test_markdown_names_an_import_guard_with_its_module_in_backticks():
+    from flake8_xla.migration.report import _code
+
+    assert _code("import of torch_xla.core.xla_model in try") == "import of `torch_xla.core.xla_model` in try"
+    assert _code("import of torch_xla") == "import of `torch_xla`"

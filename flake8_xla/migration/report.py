@@ -272,7 +272,8 @@ def _code(api: str) -> str:
     import of `torch_xla`, `backend="openxla"` of `torch.compile()`."""
     for prefix in (ENV_PREFIX, "import of "):
         if api.startswith(prefix):
-            return f"{prefix}`{api[len(prefix):]}`"
+            module, in_try = api[len(prefix):], api.endswith(" in try")  # XLA504's guard: import of M in try
+            return f"{prefix}`{module[:-len(' in try')] if in_try else module}`{' in try' if in_try else ''}"
     if " of " in api:
         argument, call = api.split(" of ", 1)
         return f"`{argument}` of `{call}`"
