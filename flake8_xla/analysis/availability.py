@@ -96,11 +96,13 @@ class AvailabilityChecks(tuple):
 
 
 def _checks(tree: ast.AST, model: SemanticModel, parents: Parents):
+    used = None
     for guard in import_guards(tree):
         first = next(s for s in guard.body if imports_torch_xla(s))
         names = ", ".join(a.name if type(first) is ast.Import else f"{first.module}.{a.name}" for a in first.names)
         flag, bound = _flag(guard, parents, tree)
-        outside = names_used(tree) - names_used(guard)
+        used = names_used(tree) if used is None else used  # the file's reads, counted once
+        outside = used - names_used(guard)
         yield AvailabilityCheck("import guard", first, f"import of {names} in try", guard, flag,
                                 read_elsewhere=any(outside[name] for name in bound))
     for ref in model.references:
@@ -151,7 +153,8 @@ def _spec_test(call: ast.Call, parents: Parents) -> Optional[ast.AST]:
         return parent
     truth = (type(parent) in (ast.If, ast.While, ast.IfExp, ast.Assert) and parent.test is call) or \
         type(parent) is ast.BoolOp or (type(parent) is ast.UnaryOp and type(parent.op) is ast.Not) or \
-        (type(parent) is ast.Call and type(parent.func) is ast.Name and parent.func.id == "bool" and parent.args == [call])
+        (type(parent) is ast.Call and type(parent.func) is ast.Name and parent.func.id == "bool"
+         and parent.args == [call])
     return call if truth else None
 
 

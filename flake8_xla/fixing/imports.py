@@ -154,11 +154,7 @@ class Importer:
             line, prefix = f"import {module}", module
         else:
             return None
-        planned = PlannedImport(place[0], module, line)
-        earlier = self._anchors.get(planned)
-        if earlier is None or earlier.order(self) > at.order(self):
-            self._anchors[planned] = at
-        return prefix, planned
+        return prefix, self._planned(PlannedImport(place[0], module, line), at)
 
     def plan(self, module: str, stmt: ast.stmt, scope: Scope) -> Optional[Tuple[str, Optional[PlannedImport]]]:
         """How code at ``stmt`` (in ``scope``) reaches ``module``, a module that is there wherever the file
@@ -172,11 +168,14 @@ class Importer:
         place = self.position(at.statement)
         if place is None:
             return None
-        planned = PlannedImport(place[0], module, f"import {module}")
+        return module, self._planned(PlannedImport(place[0], module, f"import {module}"), at)
+
+    def _planned(self, planned: PlannedImport, at: _Anchor) -> PlannedImport:
+        """Record where ``planned`` goes: the earliest anchor any use asked for in its statement list."""
         earlier = self._anchors.get(planned)
         if earlier is None or earlier.order(self) > at.order(self):
             self._anchors[planned] = at
-        return module, planned
+        return planned
 
     def _out_of_guards(self, anchor: ast.stmt, inclusive: bool = False) -> _Anchor:
         """The place in the anchor's own scope, outside every compound statement around it (``inclusive``:

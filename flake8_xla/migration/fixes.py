@@ -102,25 +102,25 @@ def _rename(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
 
 def _value(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
     node = argument_value(use.row, call)
-    if node is None:
-        return None
-    written = site.lines.text(node)
-    quote = written[-1]
-    if written[0] != quote:  # a prefixed or implicitly concatenated literal: leave it
-        return None
-    index = node.value[len("xla"):] if node.value.startswith("xla:") else ""  # "xla:0" -> "tpu:0"
-    return [Edit(site.lines.start(node), site.lines.end(node), f"{quote}{use.row.fix.to}{index}{quote}")], []
+    edit = None if node is None else _literal(node, use.row.fix.to, site)
+    return None if edit is None else ([edit], [])
 
 
 def _device_string(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     """``"xla"`` -> ``"tpu"``, ``"xla:0"`` -> ``"tpu:0"``, in the literal's own quotes."""
-    written = site.lines.text(use.node)
+    edit = _literal(use.node, use.row.fix.to, site)
+    return None if edit is None else Fix(f"Name the device {edit.text[1:-1]}", (edit,), True)
+
+
+def _literal(node: ast.Constant, to: str, site: FixSite) -> Optional[Edit]:
+    """The string literal ``node`` rewritten to ``to`` in its own quotes, keeping a device index ("xla:0" ->
+    "tpu:0"); None for a prefixed or implicitly concatenated literal."""
+    written = site.lines.text(node)
     quote = written[-1]
-    if written[0] != quote:  # a prefixed or implicitly concatenated literal: leave it
+    if written[0] != quote:
         return None
-    value = use.row.fix.to + use.node.value[len("xla"):]
-    edit = Edit(site.lines.start(use.node), site.lines.end(use.node), f"{quote}{value}{quote}")
-    return Fix(f"Name the device {value}", (edit,), True)
+    index = node.value[len("xla"):] if node.value.startswith("xla:") else ""
+    return Edit(site.lines.start(node), site.lines.end(node), f"{quote}{to}{index}{quote}")
 
 
 def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
