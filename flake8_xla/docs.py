@@ -313,7 +313,30 @@ def render_runtime() -> str:
         "`xla_compat` imports neither torch nor torch_xla; install them with `pip install 'flake8-xla[runtime]'`. "
         "Generated from the docstrings by `python -m flake8_xla.docs`.",
         "\n".join(lines),
+        _render_runtime_releases(),
     ]) + "\n"
+
+
+def _render_runtime_releases() -> str:
+    """What the companions that change with the release do on each one (xla_compat.releases)."""
+    from xla_compat.releases import DISPATCH, RELEASES, release_key
+
+    lines = ["## By release",
+             "What each companion does on each release, where that differs (`xla_compat/releases.py`, checked on "
+             "the installed release by `tests/runtime/test_runtime_releases.py`, which CI runs on 2.1, 2.9 and "
+             "one release in between that changes with the weekday). Every other companion calls the same "
+             "upstream on every release from 2.1 to 2.9; `launch(log_dir=...)`, `log_worker`, `Watchdog`, "
+             "`CheckpointManager` and `python -m xla_compat.torchrun` behave the same on all of them (the "
+             "Watchdog reads the store with `compare_set`, which every torch release has: torch 2.1's stores "
+             "have no `check`).", "",
+             "| companion | " + " | ".join(RELEASES) + " |", "|---|" + "---|" * len(RELEASES)]
+    for companion, entries in sorted(DISPATCH.items()):
+        cells = []
+        for release in RELEASES:
+            entry = [e for e in entries if release_key(e.since) <= release_key(release)][-1]
+            cells.append("same" if cells and entry.since != release else entry.does)
+        lines.append(f"| `xla_compat.{companion}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def render_readme_rules() -> str:

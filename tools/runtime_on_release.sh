@@ -19,8 +19,9 @@ esac
 "${pip[@]}" "torch==${version}" "${needs[@]}" 2>/dev/null || "${pip[@]}" "torch==${minor}.0" "${needs[@]}"
 "${pip[@]}" --no-deps -e .
 # what tests/runtime needs besides torch_xla: the linter's own dependencies, and gcsfs with a GCS emulator
-# for the object-storage tests (the versions setup.cfg pins in its `test` extra)
-"${pip[@]}" flake8 PyYAML ast-grep-py gcsfs==2026.10.1 gcp-storage-emulator==2026.7.19
+# and s3fs with moto's S3 server for the object-storage tests (the versions setup.cfg pins in its `test` extra)
+"${pip[@]}" flake8 PyYAML ast-grep-py gcsfs==2026.10.1 gcp-storage-emulator==2026.7.19 s3fs==2026.9.0 \
+    "moto[server]==5.2.6"
 start=$(date +%s)
 status=0
 PJRT_DEVICE=CPU "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfE tests/runtime || status=$?

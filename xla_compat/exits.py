@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped to be restarted, not because it failed
 WATCHDOG_EXIT_CODE = 124  # as timeout(1): the job was stopped because a rank died or stalled
@@ -19,15 +19,16 @@ _MEANINGS = {PREEMPTED_EXIT_CODE: "preempted: restart the job to resume",
 EXIT_DIR_VARIABLE = "XLA_COMPAT_EXIT_DIR"
 
 
-def record_exit(code: int) -> None:
-    """Record, for such a launcher, the status this process is about to exit with."""
-    directory = os.environ.get(EXIT_DIR_VARIABLE)
+def record_exit(code: int, rank: Optional[int] = None, directory: Optional[str] = None) -> None:
+    """Record, for such a launcher, the status this process is about to exit with (or, from the
+    launcher, the status of ``rank``, which it stops)."""
+    directory = directory or os.environ.get(EXIT_DIR_VARIABLE)
     if not directory:
         return
-    path = os.path.join(directory, f"rank-{os.environ.get('RANK', os.getpid())}")
+    path = os.path.join(directory, f"rank-{os.environ.get('RANK', os.getpid()) if rank is None else rank}")
     try:
         with open(f"{path}.{os.getpid()}.tmp", "w") as handle:
-            handle.write(f"{code}\n")
+            handle.write(f"{code} {time.monotonic()}\n")  # the clock every process of the host shares
         os.replace(f"{path}.{os.getpid()}.tmp", path)
     except OSError:  # the launcher is gone with its directory: nobody to tell
         pass
@@ -35,12 +36,23 @@ def record_exit(code: int) -> None:
 
 def recorded_exits(directory: str) -> Dict[int, int]:
     """Rank -> the status recorded with :func:`record_exit` in ``directory``."""
-    statuses = {}
+    return {rank: code for rank, (code, _) in _records(directory).items()}
+
+
+def recorded_exit_times(directory: str) -> Dict[int, float]:
+    """Rank -> when it recorded its status (``time.monotonic()``, comparable across this host's
+    processes): of two ranks that fail together, the one that recorded first failed first."""
+    return {rank: when for rank, (_, when) in _records(directory).items()}
+
+
+def _records(directory: str) -> Dict[int, Tuple[int, float]]:
+    records = {}
     for name in os.listdir(directory):
         if name.startswith("rank-") and name[5:].isdigit():
             with open(os.path.join(directory, name)) as handle:
-                statuses[int(name[5:])] = int(handle.read())
-    return statuses
+                code, when = handle.read().split()
+            records[int(name[5:])] = (int(code), float(when))
+    return records
 
 
 # Set by a Watchdog that is stopping this process: a collective failing in the main thread

@@ -6,24 +6,30 @@ Each worker does what upstream's ``run_multiprocess`` does in its processes (the
 its output at ``LOG_DIR/rank-N-HOST.log``. The launcher echoes those files to the console with a
 ``[rank N]`` prefix. When a worker fails (a non-zero exit or a signal), the others are asked for
 their stacks (SIGUSR1, into their logs), then stopped (SIGTERM, then SIGKILL), so the job never
-hangs on a dead rank. A SIGTERM or SIGINT to the launcher is passed on to the workers, which lets a
-:class:`xla_compat.CheckpointManager` save before a preemptible VM goes away.
+hangs on a dead rank; a worker whose :class:`xla_compat.Watchdog` heartbeat stops (the whole process
+frozen) is killed (:mod:`xla_compat.heartbeats`). A SIGTERM or SIGINT to the launcher is passed on
+to the workers, which lets a :class:`xla_compat.CheckpointManager` save before a preemptible VM goes
+away.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from . import _upstream as up
-from .exits import (PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, clear_watchdog_stops, defer_to_watchdog,
-                    describe_exit, read_watchdog_stop)
+from .exits import (EXIT_DIR_VARIABLE, PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, clear_watchdog_stops,
+                    defer_to_watchdog, describe_exit, read_watchdog_stop, record_exit, recorded_exit_times,
+                    write_watchdog_stop)
+from .heartbeats import FrozenWorkers
 from .resume import catch_preemption
 from . import storage
 from .worker_logs import (SHIP_EVERY, STACKS_SIGNAL, Echo, LogShipper, last_lines, log_path, log_worker,
@@ -104,6 +110,7 @@ def _call_with_rank(fn: Callable, rank: int, args: tuple) -> Any:
         sys.stderr.flush()
         defer_to_watchdog()  # an error caused by the watchdog stopping the job: its 124 wins
         code = 1
+    record_exit(code)  # when: of two ranks that fail together, the first is the cause
     sys.stdout.flush()
     sys.stderr.flush()
     stop_shipping()  # a log fn shipped itself: os._exit skips the exit upload
@@ -141,6 +148,9 @@ def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] 
     clear_watchdog_stops(log_dir, ranks)  # an earlier run's records in a reused directory
     echo = Echo({log_path(log_dir, rank, host): f"[rank {rank}] " for rank in ranks}, sys.stdout)
     previous = {sig: signal.signal(sig, _forward(workers)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    exit_dir = tempfile.mkdtemp(prefix="xla_compat-exits-")  # the workers' heartbeats
+    inherited = os.environ.get(EXIT_DIR_VARIABLE)
+    os.environ[EXIT_DIR_VARIABLE] = exit_dir
     try:
         try:
             for worker in workers.values():
@@ -148,11 +158,16 @@ def supervise(fn: Callable, args: Sequence, log_dir: str, nprocs: Optional[int] 
             echo.start()
             if shipper is not None:
                 shipper.start()
-            outcome = _wait(workers, stacks_wait, grace, log_dir)
+            outcome = _wait(workers, stacks_wait, grace, log_dir, exit_dir)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             echo.stop()
+            if inherited is None:
+                del os.environ[EXIT_DIR_VARIABLE]
+            else:
+                os.environ[EXIT_DIR_VARIABLE] = inherited
+            shutil.rmtree(exit_dir, ignore_errors=True)
         _finish(workers, outcome, log_dir, host, shown)
     finally:
         if shipper is not None:
@@ -177,33 +192,47 @@ class _Outcome:
     causes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # the ranks it named
 
 
-def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float, log_dir: str,
+def _wait(workers: Dict[int, Any], stacks_wait: float, grace: float, log_dir: str, exit_dir: str,
           watchdog_grace: float = 60.0) -> _Outcome:
     """Wait for every worker. Once one fails, collect the others' stacks and stop them. Once one is
     stopped by its Watchdog (exit 124), give the others ``watchdog_grace`` seconds to stop the same
-    way, then stop the rest; a rank the watchdog names as gone or frozen is killed at once."""
+    way, then stop the rest; a rank the watchdog names as gone or frozen is killed at once, and so
+    is a rank whose Watchdog heartbeat stopped here."""
     from multiprocessing.connection import wait
 
     running = {w.sentinel: r for r, w in workers.items()}
+    frozen = FrozenWorkers(exit_dir)
     watchdog_since: Optional[float] = None
+    killed: Set[int] = set()
     while running:
-        ended = [running.pop(sentinel) for sentinel in wait(list(running), timeout=0.5)]
+        ready = wait(list(running), timeout=0.5)
+        # a sentinel closes once every process holding it exited: a worker's forked children keep it
+        # open (torch_xla 2.3 forks helpers), so the exit status is asked for too
+        ended = [running.pop(sentinel) for sentinel in list(running)
+                 if sentinel in ready or workers[running[sentinel]].exitcode is not None]
         for rank in ended:
             workers[rank].join()  # the sentinel can fire just before the exit status is there
+        for record, silent in frozen.check():
+            if record["rank"] in running.values():
+                cause = {key: record[key] for key in ("rank", "host", "pid")}
+                write_watchdog_stop(log_dir, record["rank"], frozen.stop(record, silent), [{**cause, "state": "gone"}])
+                killed.add(record["rank"])
+                watchdog_since = watchdog_since or time.monotonic()
         if watchdog_since is None:
             failed = [r for r in ended if workers[r].exitcode not in (0, PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE)]
-            if failed:  # of two that ended together, one killed by a signal is the likelier cause
-                culprit = min(failed, key=lambda r: (workers[r].exitcode >= 0, r))
+            if failed:  # of two that ended together, one killed by a signal, else the first to fail, is the cause
+                failed_at = recorded_exit_times(exit_dir)
+                culprit = min(failed, key=lambda r: (workers[r].exitcode >= 0, failed_at.get(r, float("inf")), r))
                 return _Outcome(culprit=culprit, stopped=_stop_the_rest(workers, stacks_wait, grace))
             if any(workers[r].exitcode == WATCHDOG_EXIT_CODE for r in ended):
                 watchdog_since = time.monotonic()
         if watchdog_since is not None:
             outcome = _watchdog_outcome(workers, log_dir)
-            frozen = {c["rank"] for c in outcome.causes if c["state"] == "gone"} & set(running.values())
-            if set(running.values()) <= frozen or time.monotonic() - watchdog_since > watchdog_grace:
-                stopped = _stop_the_rest(workers, stacks_wait, grace, frozen)
-                return _watchdog_outcome(workers, log_dir, stopped)
-    return _watchdog_outcome(workers, log_dir) if watchdog_since is not None else _Outcome()
+            gone = {c["rank"] for c in outcome.causes if c["state"] == "gone"} & set(running.values())
+            if set(running.values()) <= gone or time.monotonic() - watchdog_since > watchdog_grace:
+                stopped = _stop_the_rest(workers, stacks_wait, grace, gone)
+                return _watchdog_outcome(workers, log_dir, stopped | killed)
+    return _watchdog_outcome(workers, log_dir, killed) if watchdog_since is not None else _Outcome()
 
 
 def _watchdog_outcome(workers: Dict[int, Any], log_dir: str, stopped: Set[int] = frozenset()) -> _Outcome:

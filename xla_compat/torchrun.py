@@ -14,7 +14,9 @@ crash. This runs torchrun's own entry point with the same arguments, then exits 
 
 The companions tell it their status through files in a directory named by
 ``XLA_COMPAT_EXIT_DIR``, which the workers inherit: torchrun reports neither the status of a worker
-it stopped nor any status after a signal.
+it stopped nor any status after a signal. A Watchdog's heartbeat goes there too: a worker frozen
+whole is killed here once its heartbeat is silent for the Watchdog's timeout plus two intervals
+(:mod:`xla_compat.heartbeats`), so a host whose only workers froze still ends, with 124.
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from typing import Dict, List, Optional
 
 from .exits import (EXIT_DIR_VARIABLE, PREEMPTED_EXIT_CODE, WATCHDOG_EXIT_CODE, describe_exit,
                     recorded_exits)
+from .heartbeats import FrozenWorkers
 
 
 def job_status(failures: Dict[int, int], first: Optional[int], recorded: Dict[int, int],
@@ -66,6 +70,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     failures: Dict[int, int] = {}
     first: Optional[int] = None
     signalled: Optional[int] = None
+    done = threading.Event()
+    threading.Thread(target=_stop_frozen_workers, args=(exit_dir, done), name="xla_compat-frozen-workers",
+                     daemon=True).start()
     try:
         run.main(argv)
     except ChildFailedError as failed:
@@ -75,11 +82,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SignalException as stop:
         signalled = int(stop.sigval)
     finally:
+        done.set()
         recorded = recorded_exits(exit_dir)
         shutil.rmtree(exit_dir, ignore_errors=True)
     status = job_status(failures, first, recorded, signalled, local_workers)
     sys.stderr.write(f"xla_compat.torchrun: {describe_exit(status)}\n")
     return status
+
+
+def _stop_frozen_workers(exit_dir: str, done: threading.Event, every: float = 0.5) -> None:
+    frozen = FrozenWorkers(exit_dir)
+    while not done.wait(every):
+        for record, silent in frozen.check():
+            sys.stderr.write(f"xla_compat.torchrun: {frozen.stop(record, silent)}; killed it\n")
+            sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional
 
-from . import worker_logs
+from . import heartbeats, worker_logs
 from .exits import (WATCHDOG_EXIT_CODE, WATCHDOG_REPORT, clear_watchdog_stops, defer_to_watchdog, record_exit,
                     watchdog_stopping, write_watchdog_stop)
+
+_ABSENT = "\x00absent"  # no record is JSON starting with NUL
 
 # a main thread blocked in one of these files waits for other ranks
 _WAITING_IN = (os.sep + os.path.join("torch", "distributed") + os.sep,
@@ -58,8 +60,8 @@ class Watchdog:
         self._seen: Dict[int, tuple] = {}  # rank -> (tick, when it last changed on our clock)
         self._tick = 0
         self._closed = threading.Event()
-        if self._store is not None:
-            self._publish("running")  # before the first step: a rank frozen early is still named
+        self._stepped = threading.Event()  # wakes the monitor thread to publish a new step
+        self._publish("running")  # before the first step: a rank frozen early is still named
         _defer_uncaught_errors()
         self._thread = threading.Thread(target=self._run, name="xla_compat-watchdog", daemon=True)
         self._thread.start()
@@ -68,13 +70,15 @@ class Watchdog:
         """Record that this rank finished training step ``step``."""
         self._step = step
         self._last_step = time.monotonic()
+        self._stepped.set()
 
     def close(self) -> None:
         """Stop watching; other ranks see this rank as finished, not dead."""
         self._closed.set()
+        self._stepped.set()
         self._thread.join(timeout=2 * self.interval + 5)
-        if self._store is not None:
-            self._publish("finished")
+        self._publish("finished")
+        heartbeats.withdraw(self.rank)
 
     def __enter__(self) -> "Watchdog":
         return self
@@ -84,24 +88,38 @@ class Watchdog:
 
     # -- the monitor thread ----------------------------------------------------------------------
     def _run(self) -> None:
-        while not self._closed.wait(self.interval):
+        """Check every ``interval``; in between, publish each new step within ``interval / 10``,
+        so that a rank frozen later than that after a step is reported at that step."""
+        next_check = time.monotonic() + self.interval
+        while True:
+            self._stepped.wait(max(0.0, next_check - time.monotonic()))
+            self._stepped.clear()
+            if self._closed.is_set():
+                return
+            reason = None
             try:
-                reason = self._check()
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self.interval
+                    reason = self._check()
+                else:
+                    self._publish("running")
             except Exception as exc:  # the store went away with the rank hosting it
                 reason = (f"the process group's store is unreachable ({type(exc).__name__}: {exc}); "
                           "the rank hosting it (usually rank 0) is probably gone")
                 self._store = None
             if reason is not None and not self._closed.is_set():
                 self._stop(reason)
+            self._closed.wait(self.interval / 10)  # one publication per tenth of an interval at most
 
     def _check(self) -> Optional[str]:
         self._tick += 1
+        self._publish("running")
         idle = time.monotonic() - self._last_step
         if self._store is None:
             return f"rank {self.rank} made no step for {idle:.0f} s" if idle > self.timeout else None
-        self._publish("running")
-        if self._store.check(["abort"]):
-            return self._store.get("abort").decode()
+        abort = self._get("abort")
+        if abort is not None:
+            return abort.decode()
         now = time.monotonic()
         for rank, record in self._records().items():
             if rank == self.rank or record.get("state") == "finished":
@@ -120,11 +138,24 @@ class Watchdog:
                 "tick": self._tick, "idle": round(time.monotonic() - self._last_step, 1), "state": state, **extra}
 
     def _publish(self, state: str, **extra: Any) -> None:
-        self._store.set(f"rank/{self.rank}", json.dumps(self._record(state, **extra)))
+        """This rank's record, to the other ranks (the store) and to this host's launcher."""
+        record = self._record(state, **extra)
+        if state == "running":
+            heartbeats.publish({**record, "timeout": self.timeout, "interval": self.interval})
+        if self._store is not None:
+            self._store.set(f"rank/{self.rank}", json.dumps(record))
 
     def _records(self) -> Dict[int, dict]:
-        keys = [f"rank/{r}" for r in range(self.world)]
-        return {r: json.loads(self._store.get(k)) for r, k in enumerate(keys) if self._store.check([k])}
+        values = {r: self._get(f"rank/{r}") for r in range(self.world)}
+        return {r: json.loads(value) for r, value in values.items() if value is not None}
+
+    def _get(self, key: str) -> Optional[bytes]:
+        """The key's value, or None when it is not set, without blocking. torch 2.1's stores have
+        no ``check``; a compare_set whose expected value no key holds changes nothing and returns
+        the value or, when the key is absent, that expected value (every store type, torch 2.1
+        through 2.9)."""
+        value = self._store.compare_set(key, _ABSENT, _ABSENT)
+        return None if value == _ABSENT.encode() else value
 
     def _stop(self, reason: str) -> None:
         watchdog_stopping.set()
@@ -174,9 +205,10 @@ class Watchdog:
             self._store.set("cause", json.dumps(causes))
             self._store.set("reported", "1")
         else:
-            while not self._store.check(["reported"]) and time.monotonic() < deadline + 5:
+            while self._get("reported") is None and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
-            causes = json.loads(self._store.get("cause")) if self._store.check(["cause"]) else []
+            cause = self._get("cause")
+            causes = json.loads(cause) if cause is not None else []
         self._write_stop(reason, causes)
         self._leave()
 
@@ -227,8 +259,7 @@ class Watchdog:
         return self._silent_for(rank) <= self.timeout
 
     def _gone(self, rank: int, record: dict) -> str:
-        return (f"rank {rank} (pid {record['pid']}, host {record['host']}) sent no heartbeat for "
-                f"{self._silent_for(rank):.0f} s after step {record['step']}: the process is gone or frozen")
+        return heartbeats.gone(rank, record, self._silent_for(rank))
 
     def _classify(self, records: Dict[int, dict]) -> Dict[str, List[int]]:
         """Ranks by what they were doing: ``gone`` (heartbeat stopped), ``stuck`` (stopping, not in

@@ -34,6 +34,7 @@ SHIP_EVERY = 30.0  # seconds between two uploads of a log to object storage
 current_log_dir: Optional[str] = None  # set by log_worker: the LOCAL directory written (Watchdog reads it)
 current_log_url: Optional[str] = None  # set by log_worker when log_dir is a URL: where the logs are shipped
 current_shipper: Optional["LogShipper"] = None  # the thread shipping this process's log, if any
+_early_exit_hook = False  # stop_shipping is registered with threading's exit hooks
 
 
 def log_path(log_dir: str, rank: int, host: Optional[str] = None) -> str:
@@ -103,6 +104,26 @@ def _ship(shipper: "LogShipper") -> None:
     weakref.finalize(shipper, lambda: None)
     atexit.unregister(stop_shipping)
     atexit.register(stop_shipping)
+    _ship_before_thread_pools_close()
+
+
+def _ship_before_thread_pools_close() -> None:
+    """Ship at interpreter shutdown before the thread pools refuse work: s3fs (aiobotocore) resolves
+    names in asyncio's thread pool, and concurrent.futures closes every pool in threading's exit
+    hooks, which run before atexit's. Those hooks run last registered first, so concurrent.futures
+    is imported (its hook registered) before ours. ``stop_shipping`` ships once; atexit stays the
+    fallback where threading has no such hooks."""
+    global _early_exit_hook
+    register = getattr(threading, "_register_atexit", None)
+    if register is None or _early_exit_hook:
+        return
+    import concurrent.futures.thread  # noqa: F401
+
+    try:
+        register(stop_shipping)
+    except RuntimeError:  # the interpreter is already shutting down
+        return
+    _early_exit_hook = True
 
 
 def stop_shipping() -> None:

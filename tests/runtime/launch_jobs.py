@@ -60,14 +60,14 @@ def _watched_loop(rank, failure, at_step):
 
     watch = xla_compat.Watchdog(timeout=4, interval=0.5)
     for step in range(1, 10_000):
-        if rank == 1 and step == at_step + 1:
-            if failure == "sleep":
-                time.sleep(3600)
-            if failure == "freeze":
-                os.kill(os.getpid(), signal.SIGSTOP)
+        if rank == 1 and step == at_step + 1 and failure == "sleep":
+            time.sleep(3600)
         grad = torch.ones(1)
         dist.all_reduce(grad)
         time.sleep(0.2)
+        if rank == 1 and step == at_step + 1 and failure == "freeze":
+            os.kill(os.getpid(), signal.SIGSTOP)  # mid-step, as a real freeze: step at_step is the last done
+            time.sleep(1)  # the stop takes this thread at its next system call, not at once
         print(f"step {step}", flush=True)
         watch.step(step)
 

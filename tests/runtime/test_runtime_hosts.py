@@ -99,6 +99,42 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
                               "gone or frozen")
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "xla_compat.launch"])
+def test_a_host_whose_only_worker_froze_ends_with_124_too(tmp_path, launcher) -> None:
+    """Only the worker of host 1 is frozen, its launcher runs: the Watchdog of host 0 stops host 0,
+    and host 1's launcher, which no rank of its own can tell, stops on the worker's silent heartbeat."""
+    port = _free_port()
+    hosts = []
+    for node in (0, 1):
+        command, env = _host_command(launcher, node, port, tmp_path / f"host-{node}", "watched")
+        hosts.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    try:
+        log1 = tmp_path / "host-1" / f"rank-1-{HOST}.log"
+        _wait_for(log1, "step 5\n")
+        worker = int(re.match(r"\[xla_compat\] rank 1, pid (\d+),", log1.read_text()).group(1))
+        os.kill(worker, signal.SIGSTOP)
+        errors = [host.communicate(timeout=120)[1] for host in hosts]  # a hang fails here
+    finally:
+        for proc in hosts:
+            for pid in [proc.pid] + _descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+    assert [host.returncode for host in hosts] == [124, 124], errors[1][-3000:]
+    gone = rf"rank 1 \(pid {worker}, host {re.escape(HOST)}\) sent no heartbeat for \d+ s after step \d+: the process is " \
+           r"gone or frozen"
+    if launcher == "torchrun":
+        assert re.search(rf"^xla_compat.torchrun: {gone}; killed it$", errors[1], re.M), errors[1][-3000:]
+        assert errors[1].rstrip().endswith("xla_compat.torchrun: exit code 124 (stopped by the watchdog)")
+    else:
+        summary = (tmp_path / "host-1" / "summary.txt").read_text().splitlines()
+        assert re.sub(r"pid \d+  ", "", summary[1]) == ("  rank 1  killed by SIGKILL  (the cause: gone or frozen; "
+                                                       "stopped by the launcher)"), summary
+        assert re.fullmatch(f"the watchdog stopped the job: {gone}", summary[2]), summary
+
+
 def test_torchrun_keeps_1_for_a_worker_that_raises(tmp_path) -> None:
     result = subprocess.run(TORCHRUN + ["--standalone", "--nproc-per-node", "2", str(HERE / "hosts_job.py"),
                                         str(tmp_path), "raise"], env=ENV, capture_output=True, text=True, timeout=300)

@@ -13,6 +13,8 @@ import time
 import torch
 
 import xla_compat
+from xla_compat import heartbeats
+from xla_compat.exits import EXIT_DIR_VARIABLE, recorded_exits
 
 HERE = pathlib.Path(__file__).parent
 HOST = socket.gethostname()
@@ -131,8 +133,7 @@ def test_watchdog_names_a_frozen_rank_and_the_others_exit(tmp_path) -> None:
     assert report[0].startswith("xla_compat.Watchdog: the job is stopped: ")
     frozen = next(line for line in report if "rank 1 (pid " in line)
     assert _silence(frozen) <= 4 + 1  # noticed within the timeout and a monitor interval or two
-    assert frozen.endswith("after step 5: the process is gone or frozen") or frozen.endswith(
-        "after step 4: the process is gone or frozen"), frozen  # the step last published
+    assert frozen.endswith("after step 5: the process is gone or frozen"), frozen  # its last step, not an older one
     rank1 = report[report.index(next(line for line in report if line.startswith("rank 1  pid "))):]
     assert rank1[0].endswith("  gone") and f"host {HOST}" in rank1[0]
     assert "      | step 5" in rank1  # its last log lines, read from its file on this host
@@ -171,7 +172,7 @@ def test_under_launch_a_frozen_rank_is_the_cause_and_the_job_exits_124(tmp_path)
     assert summary[-1] == "  | step 5"
     assert "first to fail" not in result.stderr and "JobFailed" not in result.stderr
     report = (tmp_path / "watchdog-report.txt").read_text()
-    assert re.search(r"rank 1 \(pid \d+, host .+\) sent no heartbeat for \d+ s after step [45]: the process is "
+    assert re.search(r"rank 1 \(pid \d+, host .+\) sent no heartbeat for \d+ s after step 5: the process is "
                      r"gone or frozen$", report, re.M), report
 
 
@@ -184,6 +185,30 @@ def test_under_launch_a_stuck_rank_is_the_cause_and_every_rank_exits_124(tmp_pat
         "  rank 1  exit code 124 (stopped by the watchdog)  (the cause: stuck outside a collective)"]
     assert summary[3].startswith("the watchdog stopped the job: no step for ")
     assert summary[4] == f"last lines of rank 1 ({tmp_path}/rank-1-{HOST}.log):"
+
+
+def test_a_launcher_kills_a_worker_whose_heartbeat_stopped_not_one_that_exited(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(EXIT_DIR_VARIABLE, str(tmp_path))
+    frozen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        for rank, pid in ((0, frozen.pid), (1, int(exited.stdout))):
+            heartbeats.publish({"rank": rank, "pid": pid, "host": "h", "step": 7, "tick": 3, "timeout": 0.1,
+                                "interval": 0.1})
+        watch = heartbeats.FrozenWorkers(str(tmp_path))
+        assert watch.check() == []  # silence is counted from the first record seen
+        time.sleep(0.35)  # more than the timeout and two intervals
+        [(record, silent)] = watch.check()  # the exited one (it never closed its Watchdog) is not frozen
+        assert record["rank"] == 0 and 0.3 < silent < 5
+        assert watch.stop(record, silent) == (f"rank 0 (pid {frozen.pid}, host h) sent no heartbeat for 0 s after "
+                                              "step 7: the process is gone or frozen")
+        assert frozen.wait(timeout=30) == -signal.SIGKILL
+        assert recorded_exits(str(tmp_path)) == {0: 124}
+        assert watch.check() == []  # stopped once
+    finally:
+        frozen.kill()
+        frozen.wait()
 
 
 SINGLE = r'''
