@@ -44,7 +44,9 @@ def worker(rank, world, out_dir, port):
         record["unpicklable"] = str(exc)
     with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
         json.dump(record, f)
-    dist.destroy_process_group()
+    # torch 2.1-2.3's gloo group can deadlock when destroyed: its work thread frees a finished
+    # all-gather's tensors, which needs the GIL the destroying thread holds (seen in gdb on 2.1)
+    os._exit(0)
 
 
 if __name__ == "__main__":
