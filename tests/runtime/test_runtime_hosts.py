@@ -1,6 +1,7 @@
 """torchrun through ``python -m xla_compat.torchrun`` and jobs of two "hosts" on one machine (two
 launchers joined by NODE_RANK / MASTER_ADDR / MASTER_PORT), on the real torch_xla (CPU) over gloo:
 the exit status says what happened (0, 1, 75, 124), and a frozen host is reported, not waited for."""
+import contextlib
 import os
 import pathlib
 import re
@@ -62,8 +63,10 @@ def _host_command(launcher: str, node: int, port: int, log_dir: pathlib.Path, mo
     return [sys.executable, "-c", LAUNCH, str(log_dir), mode], env
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "xla_compat.launch"])
-def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launcher) -> None:
+@contextlib.contextmanager
+def _two_watched_hosts(tmp_path: pathlib.Path, launcher: str):
+    """Two hosts running the watched job, once host 1's rank logged step 5: the two launcher
+    processes and that rank's pid. Everything they started is killed on the way out."""
     port = _free_port()
     hosts = []
     for node in (0, 1):
@@ -72,10 +75,7 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
     try:
         log1 = tmp_path / "host-1" / f"rank-1-{HOST}.log"
         _wait_for(log1, "step 5\n")
-        for pid in [hosts[1].pid] + _descendants(hosts[1].pid):  # the whole host: launcher, worker, helpers
-            os.kill(pid, signal.SIGSTOP)
-        worker = int(re.match(r"\[xla_compat\] rank 1, pid (\d+),", log1.read_text()).group(1))
-        _, err = hosts[0].communicate(timeout=120)  # a hang fails here
+        yield hosts, int(re.match(r"\[xla_compat\] rank 1, pid (\d+),", log1.read_text()).group(1))
     finally:
         for proc in hosts:
             for pid in [proc.pid] + _descendants(proc.pid):
@@ -84,6 +84,14 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
                 except ProcessLookupError:
                     pass
             proc.wait()
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "xla_compat.launch"])
+def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launcher) -> None:
+    with _two_watched_hosts(tmp_path, launcher) as (hosts, worker):
+        for pid in [hosts[1].pid] + _descendants(hosts[1].pid):  # the whole host: launcher, worker, helpers
+            os.kill(pid, signal.SIGSTOP)
+        _, err = hosts[0].communicate(timeout=120)  # a hang fails here
     assert hosts[0].returncode == 124, err[-3000:]
     report = (tmp_path / "host-0" / "watchdog-report.txt").read_text()
     assert re.search(rf"rank 1 \(pid {worker}, host {re.escape(HOST)}\) sent no heartbeat for \d+ s after step "
@@ -103,25 +111,9 @@ def test_a_frozen_host_stops_the_other_with_the_report_and_124(tmp_path, launche
 def test_a_host_whose_only_worker_froze_ends_with_124_too(tmp_path, launcher) -> None:
     """Only the worker of host 1 is frozen, its launcher runs: the Watchdog of host 0 stops host 0,
     and host 1's launcher, which no rank of its own can tell, stops on the worker's silent heartbeat."""
-    port = _free_port()
-    hosts = []
-    for node in (0, 1):
-        command, env = _host_command(launcher, node, port, tmp_path / f"host-{node}", "watched")
-        hosts.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    try:
-        log1 = tmp_path / "host-1" / f"rank-1-{HOST}.log"
-        _wait_for(log1, "step 5\n")
-        worker = int(re.match(r"\[xla_compat\] rank 1, pid (\d+),", log1.read_text()).group(1))
+    with _two_watched_hosts(tmp_path, launcher) as (hosts, worker):
         os.kill(worker, signal.SIGSTOP)
         errors = [host.communicate(timeout=120)[1] for host in hosts]  # a hang fails here
-    finally:
-        for proc in hosts:
-            for pid in [proc.pid] + _descendants(proc.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            proc.wait()
     assert [host.returncode for host in hosts] == [124, 124], errors[1][-3000:]
     gone = rf"rank 1 \(pid {worker}, host {re.escape(HOST)}\) sent no heartbeat for \d+ s after step \d+: the process is " \
            r"gone or frozen"
