@@ -35,7 +35,7 @@ except ImportError:  # another Python implementation
     from hashlib import blake2b
 
 CACHE_DIR_NAME = ".flake8_xla_cache"
-FORMAT = 3  # the layout of a results file; another number is another layout (3: diagnostics keep end and level)
+FORMAT = 4  # the layout of a results file; another number is another layout (4: diagnostics keep end, level and help)
 MAX_ENTRIES = 20000  # least recently used entries beyond this are dropped on save
 # each diagnostic with its fix safety (True safe, False unsafe, None no fix) and the fix's edits when
 # the run asked for them (SARIF). Edits cost two parses per fix and are not stored: entries hold None,
@@ -117,14 +117,15 @@ def _diagnostics(raw: object) -> Optional[Entry]:
         return None
     out: Entry = []
     for item in raw:
-        if not (isinstance(item, list) and len(item) == 8):
+        if not (isinstance(item, list) and len(item) == 9):
             return None
-        line, col, code, message, end_line, end_col, level, safe = item
+        line, col, code, message, end_line, end_col, level, help, safe = item
         if not (_position(line, col) and isinstance(code, str) and isinstance(message, str)
                 and (_position(end_line, end_col) or end_line is end_col is None)
-                and (level is None or level in LEVELS) and safe in (True, False, None)):
+                and (level is None or level in LEVELS) and (help is None or isinstance(help, str))
+                and safe in (True, False, None)):
             return None
-        out.append((Diagnostic(line, col, code, message, end_line, end_col, level), safe, None))
+        out.append((Diagnostic(line, col, code, message, end_line, end_col, level, help), safe, None))
     return out
 
 

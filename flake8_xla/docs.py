@@ -78,9 +78,9 @@ def _opt_in(rule: Rule) -> str:
 def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
     if rule.run_only:  # tests/runtime/test_trace_examples.py checks that the trace reports exactly this
-        reported = "\n".join(f"{line}:{col}: {rule.code} {message}" for line, col, message in example.expect)
+        reported = "\n".join(f"{line}:{col}: {rule.code} {message}" for line, col, message, *_ in example.expect)
     else:
-        reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}"
+        reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}" + (f"\n  = help: {d.help}" if d.help else "")
                              for d in lint_source(example.source, target=example.target, migrate_to=rule.migration))
     # `flake8-xla check --include-docs` lints these pages; their blocks are alternatives, not one program
     parts = [f"# {rule.code}: {rule.name}", "<!-- flake8-xla: separate-blocks -->", rule.summary + "."]

@@ -38,6 +38,7 @@ class PatternSpec(NamedTuple):
     tensor: Tuple[str, ...] = ()  # metavariables that must be device tensors (flake8_xla/analysis/tensors.py)
     mask: Tuple[str, ...] = ()  # metavariables that must be boolean device tensors
     not_host: Tuple[str, ...] = ()  # metavariables that must not be known CPU tensors or host values
+    note: Optional[str] = None  # ast-grep's `note`: the detail behind the message (a diagnostic's help)
 
 
 def _examples(raw: Sequence[dict]) -> Tuple[Example, ...]:
@@ -61,6 +62,7 @@ def load_pattern_rule(path: str) -> type:
         tuple((meta.get("literal") or {}).items()),
         re.compile(meta["prefilter"]) if meta.get("prefilter") else None,
         tuple(meta.get("tensor") or ()), tuple(meta.get("mask") or ()), tuple(meta.get("not_host") or ()),
+        " ".join(data["note"].split()) if data.get("note") else None,
     )
     attributes = {
         "code": meta["code"], "name": data["id"], "summary": meta["summary"],
@@ -128,7 +130,8 @@ class PatternRun:
                     seen.add((rule.code, span))
                     start, end = node.range().start, node.range().end  # ast-grep counts characters
                     self.by_code.setdefault(rule.code, []).append(
-                        Diagnostic(start.line + 1, start.column, rule.code, message, end.line + 1, end.column))
+                        Diagnostic(start.line + 1, start.column, rule.code, message, end.line + 1, end.column,
+                                   help=rule.spec.note))
 
     def get(self, code: str, default=()):
         return self.by_code.get(code, default)

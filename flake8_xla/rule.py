@@ -31,9 +31,12 @@ class Diagnostic(NamedTuple):
     end_line: Optional[int] = None
     end_col: Optional[int] = None
     level: Optional[Level] = None  # this diagnostic's own level; None: its rule's
+    # the detail behind the one-clause message: why, measured facts, caveats (shown by --format full,
+    # --show-source, the editor's hover, JSON and SARIF); None: the message says it all
+    help: Optional[str] = None
 
-    # A diagnostic is what is said where: line, column, code and message. The extent and the level
-    # ride along, so one rebuilt from those four (by flake8, an editor, a test) equals the engine's.
+    # A diagnostic is what is said where: line, column, code and message. The extent, the level and
+    # the help ride along, so one rebuilt from those four (by flake8, an editor, a test) equals the engine's.
     def __eq__(self, other: object) -> bool:
         return self[:4] == other[:4] if isinstance(other, tuple) else NotImplemented
 
@@ -64,8 +67,9 @@ class Example(NamedTuple):
 
     source: str
     target: str = "2.9"
-    # (line, 1-based column, message) for each expected diagnostic of the owning rule.
-    expect: Tuple[Tuple[int, int, str], ...] = ()
+    # (line, 1-based column, message) for each expected diagnostic of the owning rule, or
+    # (line, 1-based column, message, help) to pin its help too (None: it has none)
+    expect: Tuple[Tuple, ...] = ()
     title: str = ""
     # INVALID only: the source after `flake8-xla fix --unsafe-fixes` of this rule; None: no fix
     fixed: Optional[str] = None
@@ -148,11 +152,14 @@ class Rule:
         or None when it has no fix. Rules with fixes override this and derive ``check`` from it."""
         return ((d, None) for d in self.check(ctx))
 
-    def diagnostic(self, ctx: FileContext, node: ast.AST, message: str, level: Optional[Level] = None) -> Diagnostic:
-        """A diagnostic spanning ``node``; ``level``: this one's, when it is not the rule's."""
+    def diagnostic(self, ctx: FileContext, node: ast.AST, message: str, level: Optional[Level] = None,
+                   help: Optional[str] = None) -> Diagnostic:
+        """A diagnostic spanning ``node``; ``level``: this one's, when it is not the rule's; ``help``:
+        the detail behind the one-clause ``message``."""
         line, col = ctx.column(node)
         end_line, end_col = ctx.end(node)
-        return Diagnostic(line, col, self.code, message, end_line, end_col, None if level == self.level else level)
+        return Diagnostic(line, col, self.code, message, end_line, end_col, None if level == self.level else level,
+                          help or None)
 
     @classmethod
     def no_fix_reason(cls) -> str:

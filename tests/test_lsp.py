@@ -20,7 +20,7 @@ OLD_API = ("import torch_xla.core.xla_model as xm\n\n"
            "    xm.mark_step()\n")
 XLA_DEVICE = ("XLA102", "Warning",
               "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+) (deprecated-api)")
-WORLD_SIZE = ("XLA101", "Warning",
+WORLD_SIZE = ("XLA101", "Error",
               "xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() (2.1+) "
               "(removed-api)")
 MARK_STEP = ("XLA102", "Warning",

@@ -24,7 +24,7 @@ from pygls.uris import to_fs_path
 
 from .. import __version__
 from ..engine import all_rules
-from ..output.formats import ERROR_CODES, docs_url
+from ..output.formats import ERROR_CODES, docs_url, level_of
 from .buffers import Buffer, Cell, Linter, Reported, line_edits, noqa_texts
 from .settings import SECTION, WATCHED_GLOBS, ProjectSettings, client_settings, is_project_file
 from .transport import XlaProtocol, report, serve_stream
@@ -33,6 +33,9 @@ DEBOUNCE_SECONDS = 0.15  # a burst of keystrokes is linted once, after it
 WORKERS = 4
 FIX_ALL = f"{lsp.CodeActionKind.SourceFixAll.value}.{SECTION}"  # source.fixAll.flake8-xla
 INTERNAL_ERROR = "XLA000"
+# one severity per finding in every front-end: the level SARIF, GitHub annotations and JSON report
+SEVERITIES = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
+              "note": lsp.DiagnosticSeverity.Information}
 PYTHON_SUFFIXES = (".py", ".pyi")
 logger = logging.getLogger(__name__)
 
@@ -226,13 +229,13 @@ class XlaLanguageServer(LanguageServer):
         client_range = lsp.Range(lsp.Position(number, to_client(text, column, self.encoding)),
                                  lsp.Position(number, to_client(text, end, self.encoding)))
         message = f"{d.message} ({rule.name})" if rule is not None else d.message
-        error = d.code in ERROR_CODES or d.code == INTERNAL_ERROR
+        level = "error" if d.code == INTERNAL_ERROR else level_of(d)
+        # the help under the message, where editors list related information (VS Code: an indented line)
+        related = [lsp.DiagnosticRelatedInformation(lsp.Location(item.uri, client_range), d.help)] if d.help else None
         diagnostic = lsp.Diagnostic(
-            client_range, message,
-            severity=lsp.DiagnosticSeverity.Error if error else lsp.DiagnosticSeverity.Warning,
-            code=d.code, source=SECTION,
+            client_range, message, severity=SEVERITIES[level], code=d.code, source=SECTION,
             code_description=lsp.CodeDescription(docs_url(d.code)) if rule is not None else None,
-            data={"fixable": item.finding.fixable})
+            related_information=related, data={"fixable": item.finding.fixable})
         return Shown(diagnostic, item, (number, column), (number, end))
 
     def rules(self) -> Dict[str, object]:
@@ -405,7 +408,10 @@ def hover_text(rule, shown: Shown) -> str:
     if rule is None:
         return f"**{d.code}** {d.message}"
     instead = rule.valid[0].source.rstrip("\n") if rule.valid else ""
-    parts = [f"**{rule.code}** `{rule.name}`: {rule.summary}.", d.message, f"**Why:** {rule.why_bad}"]
+    parts = [f"**{rule.code}** `{rule.name}`: {rule.summary}.", d.message]
+    if d.help:
+        parts.append(f"**Help:** {d.help}")
+    parts.append(f"**Why:** {rule.why_bad}")
     if instead:
         parts.append(f"**Instead:**\n\n```python\n{instead}\n```")
     parts.append(f"[{rule.code} documentation]({docs_url(rule.code)})")
@@ -519,4 +525,4 @@ def serve() -> int:
     return status
 
 
-__all__ = ["DEBOUNCE_SECONDS", "FIX_ALL", "XlaLanguageServer", "build_server", "hover_text", "serve"]
+__all__ = ["DEBOUNCE_SECONDS", "FIX_ALL", "SEVERITIES", "XlaLanguageServer", "build_server", "hover_text", "serve"]

@@ -173,7 +173,7 @@ def render_text(findings: Sequence[Finding], *, show_source: bool = False, color
     """``path:line:col: CODE [*] message`` per finding.
 
     ``show_source``: after each finding that knows its ``source_line``, that line and a caret under
-    the column (flake8's --show-source). ``color``: ANSI colours for the path, the separators, the
+    the column (flake8's --show-source), then its help (ruff's ``= help:`` line). ``color``: ANSI colours for the path, the separators, the
     code and the fix marker (flake8's and ruff's --color); the caller decides (TTY, NO_COLOR)."""
     lines = []
     for f in findings:
@@ -186,6 +186,8 @@ def render_text(findings: Sequence[Finding], *, show_source: bool = False, color
             lines.append(f"{f.location}: {d.code}{marker} {d.message}\n")
         if show_source and f.source_line is not None:
             lines.append(_caret_lines(f.source_line, d.col))
+        if show_source and d.help:
+            lines.append(f"  = help: {d.help}\n")
     return "".join(lines)
 
 
@@ -195,7 +197,7 @@ def render_concise(findings: Sequence[Finding], *, color: bool = False) -> str:
 
 
 def render_full(findings: Sequence[Finding], *, color: bool = False) -> str:
-    """The text format with each finding's source line and a caret (ruff's ``full``; --show-source).
+    """The text format with each finding's source line, a caret and its help (ruff's ``full``; --show-source).
     Findings carry their line only when the run kept it (the check job's ``show_source``)."""
     return render_text(findings, show_source=True, color=color)
 
@@ -207,7 +209,8 @@ def render_json(findings: Sequence[Finding]) -> str:
         if f.cell is not None:  # notebooks: line and column are within this cell
             record["cell"] = f.cell
         record.update(line=f.diagnostic.line, column=f.diagnostic.col + 1, code=f.diagnostic.code,
-                      message=f.diagnostic.message, fixable=f.fixable, url=_code_url(f.diagnostic.code),
+                      message=f.diagnostic.message, help=f.diagnostic.help, fixable=f.fixable,
+                      url=_code_url(f.diagnostic.code),
                       severity=level_of(f.diagnostic))
         records.append(record)
     return json.dumps(records, indent=2) + "\n"
@@ -279,6 +282,8 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
     d = finding.diagnostic
     location: dict = {"artifactLocation": _artifact_location(finding.path)}
     properties: dict = {"fixable": finding.fixable}
+    if d.help:  # the rule's help is on its entry; this finding's own detail rides with it
+        properties["help"] = d.help
     if finding.cell is not None:
         # a notebook: the region is the line of the .ipynb text (viewers show the JSON file); the
         # cell and the line and column within it are properties
