@@ -18,12 +18,13 @@ import functools
 import json
 import os
 import re
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import flake8_xla
 import flake8_xla.rules  # the package only: its RULES load on first use
 
-from . import __version__
+from . import __version__, stash
 from .rule import LEVELS, Diagnostic
 
 if TYPE_CHECKING:  # what a check run makes of a fix for SARIF; the cache stores none
@@ -62,14 +63,34 @@ def _package_roots() -> List[str]:
 
 
 def _files_under(root: str) -> List[str]:
-    # hidden folders (a cache directory, editor state) and bytecode are not flake8-xla's behaviour:
-    # pruned, not walked and filtered
+    return [path for path, _ in _listing(root)]
+
+
+def _listing(root: str) -> List[Tuple[str, os.stat_result]]:
+    """The code and data files under ``root`` with their stat, sorted by path (os.walk's choice of
+    files: symlinked folders are not entered). Hidden folders (a cache directory, editor state) and
+    bytecode are not flake8-xla's behaviour: pruned, not walked and filtered."""
     found = []
-    for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-        found.extend(os.path.join(directory, name) for name in files
-                     if os.path.splitext(name)[1] in _FINGERPRINTED and not name.startswith("."))
-    return sorted(path for path in found if os.path.isfile(path))
+    pending = [os.fspath(root)]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if entry.is_dir():
+                if name != "__pycache__" and not name.startswith(".") and not entry.is_symlink():
+                    pending.append(entry.path)
+            elif os.path.splitext(name)[1] in _FINGERPRINTED and not name.startswith("."):
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                if S_ISREG(st.st_mode):
+                    found.append((entry.path, st))
+    found.sort(key=lambda pair: pair[0])
+    return found
 
 
 def fingerprint_files() -> List[str]:
@@ -94,8 +115,31 @@ def fingerprint_of(roots: Iterable[str], version: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """Hash of flake8-xla's version, code and rule data."""
-    return fingerprint_of(_package_roots(), __version__)
+    """Hash of flake8-xla's version, code and rule data. Hashing every file costs more than the rest of
+    a run over cached files, so the hash is kept in the user's cache under a stamp of the files' names,
+    sizes, inodes and modification and change times: a file rewritten in any way (an upgrade, an edit,
+    a checkout) gets a new change time, hence a new stamp and a new hash."""
+    roots = _package_roots()
+    stamp = _stamp(roots, __version__)
+    memo = os.path.join(stash.user_stash_dir(), f"fingerprint-{stamp}")
+    known = stash.read(memo)
+    if known is not None and _FINGERPRINT_RE.fullmatch(known):
+        return known.decode("ascii")
+    value = fingerprint_of(roots, __version__)
+    # one memo per install (named by its location): a new stamp replaces the install's older ones
+    stash.write(memo, value.encode("ascii"), stale_prefix=f"fingerprint-{stamp[:_PLACE * 2]}")
+    return value
+
+
+_PLACE = 6  # bytes of a stamp that name the install's location, the rest its files' state
+_FINGERPRINT_RE = re.compile(rb"[0-9a-f]{24}")
+
+
+def _stamp(roots: List[str], version: str) -> str:
+    place = stash.digest("\0".join([version, *roots]).encode("utf-8", "surrogateescape"), _PLACE)
+    state = [f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}"
+             for root in roots for path, st in _listing(root)]
+    return place + stash.digest("\n".join(state).encode("utf-8", "surrogateescape"), 12)
 
 
 def content_key(text: str, target: str, assume_xla: bool = False,
@@ -200,7 +244,8 @@ class ResultCache:
         if old is not None and old != key:
             self.entries.pop(old, None)  # the file changed (or its target/options did): one entry per file
         self.keys[path] = key
-        self.entries[key] = {"used": self.run, "path": path, "diagnostics": [[*d, safe] for d, safe, _ in diagnostics]}
+        stored = [[*d[:8], safe] for d, safe, _ in diagnostics]  # the fields _diagnostics reads: not Diagnostic.data
+        self.entries[key] = {"used": self.run, "path": path, "diagnostics": stored}
         if deps:
             self.entries[key]["deps"] = dict(deps)
         self.dirty = True
@@ -261,15 +306,6 @@ def _inside_installed_packages(path: str) -> bool:
     return "site-packages" in parts or "dist-packages" in parts
 
 
-def _user_cache_home() -> str:
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative one
-        return xdg
-    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
-        return os.environ["LOCALAPPDATA"]
-    return os.path.join(os.path.expanduser("~"), ".cache")
-
-
 def resolve_cache_dir(base_dir: str, explicit: Optional[str] = None) -> str:
     """Where the result cache of the project at ``base_dir`` lives.
 
@@ -287,4 +323,4 @@ def resolve_cache_dir(base_dir: str, explicit: Optional[str] = None) -> str:
             and os.access(root, os.W_OK)):
         return os.path.join(os.path.abspath(base_dir), CACHE_DIR_NAME)
     digest = blake2b(root.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
-    return os.path.join(_user_cache_home(), "flake8-xla", digest)
+    return os.path.join(stash.user_cache_home(), "flake8-xla", digest)

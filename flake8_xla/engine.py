@@ -2,31 +2,19 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
-import gc
-import re
-from typing import Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from .fixing import Fix, FixOutcome, FixSite, NoFix, fix_to_fixpoint
-from .fixing.lines import split_lines
-from .noqa import filter_noqa
+from .config import known_releases
+from .fixing.lines import LineModel, split_lines
+from .noqa import OUR_PREFIX, UNUSED_NOQA, filter_noqa, unused_codes
 from .lifecycle.table import api_table
 from .analysis.project import Project
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
-
-# A file that matches none of these cannot contain anything a rule reports, unless the project
-# says it runs on XLA anyway (``assume_xla``: model code in modules that never import torch_xla).
-_PREFILTER = re.compile(r"torch_xla|XRT_|XLA_|GPU_NUM_DEVICES|PJRT_DEVICE")
-# A Lightning script that trains on TPUs (``Trainer(accelerator="tpu")``) may never name torch_xla, nor
-# a module that takes ``xm`` from ``from transformers.trainer import *``. Asked only after a substring
-# test: alternatives in the one pattern above doubled the regex time of a run over cached files.
-_TPU_TRAINER = re.compile(r"accelerator\s*=\s*[\"']tpu[\"']|tpu_cores")
-_STAR_TRAINER = "from transformers.trainer import *"
-# TorchTPU code (torch.tpu, torch_tpu, device "tpu", TORCH_TPU_* variables) under --migrate-to torchtpu
-# what code moving to TorchTPU may hold without naming torch_xla: TPU words, the "xla" device by name
-_TPU_WORDS = re.compile(r"tpu|TPU|[\"']xla[\"':]")
+# the pre-filter and the guards live apart so a front-end can ask them without importing the engine
+from .prefilter import TOO_DEEP, collector_paused, concerns_xla, might_match, too_deep_message
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,42 +29,6 @@ def rule_index() -> tuple:
     from flake8_xla.rules import rule_index as index
 
     return index()
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """The cyclic garbage collector off while one file is analysed: the analysis allocates many
-    short-lived objects that reference counting frees, and each collection it would trigger
-    scans every object the host process holds (flake8's trees and tokens too). Restored after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-# Input nested deeper than Python's parser or our walks can recurse: reported like a file that
-# does not parse (E999), never as an internal error.
-TOO_DEEP = (RecursionError, MemoryError)
-
-
-def too_deep_message(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: too deeply nested to analyse"
-
-
-def might_match(source: str) -> bool:
-    return _PREFILTER.search(source) is not None or _STAR_TRAINER in source or \
-        (("accelerator" in source or "tpu_cores" in source) and _TPU_TRAINER.search(source) is not None)
-
-
-def concerns_xla(source: str, assume_xla: bool = False, migrate_to: Optional[str] = None) -> bool:
-    """The pre-filter, the one place it is decided: whether a source can hold anything a rule
-    reports (it mentions torch_xla), or the project says it runs on XLA anyway (``assume_xla``); when
-    the code moves to TorchTPU (``migrate_to``), also code that already speaks of the TPU.
-    Front-ends ask once per file and then call the engine with ``assume_xla=True``."""
-    return assume_xla or might_match(source) or (migrate_to is not None and _TPU_WORDS.search(source) is not None)
 
 
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
@@ -144,8 +96,10 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
                unsafe: bool = False, rules: Optional[Sequence[Rule]] = None, assume_xla: bool = False,
-               sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None) -> FixOutcome:
+               sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None,
+               selected: Optional[Callable[[str], bool]] = None) -> FixOutcome:
     """Apply the fixes of the diagnostics ``wanted`` selects and no `# noqa` suppresses, to a fixpoint.
+    ``selected``: the codes the run reports, whose `# noqa` codes XLA001 judges (None: every rule's).
 
     A source that fails the pre-filter is returned unchanged, unless ``assume_xla``. The pre-filter is
     judged once, on the source as given: a pass that removes the last torch_xla import does not end
@@ -153,14 +107,71 @@ def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str
     if not concerns_xla(source, assume_xla, target.migrate_to):
         return FixOutcome(source)
 
+    offered: Dict[int, Tuple[Diagnostic, bool]] = {}  # id(fix) -> its diagnostic, found in ``source`` or not
+
     def candidates(current: str, tree: ast.Module):
         pairs, site = lint_fixable(current, tree, filename, target, rules, assume_xla=True,
                                    sync_functions=sync_functions, project=project)
         reported = set(filter_noqa(split_lines(current), [d for d, _ in pairs]))
-        return site, [(d.code, fix) for d, fix in pairs
-                      if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
+        chosen = [(d, fix) for d, fix in pairs
+                  if fix is not None and (fix.safe or unsafe) and wanted(d.code) and d in reported]
+        if wanted(UNUSED_NOQA) and _judges_noqa(rules):
+            chosen += unused_noqa(current, filename, target, [d for d, _ in pairs], selected, rules,
+                                  sync_functions, project, tree, reported=True)
+        offered.update((id(fix), (d, current is source)) for d, fix in chosen)
+        return site, [(d.code, fix) for d, fix in chosen]
 
-    return fix_to_fixpoint(source, candidates)
+    outcome = fix_to_fixpoint(source, candidates)
+    outcome.fixed_diagnostics = [offered[id(fix)] for fix in outcome.applied]
+    return outcome
+
+
+def _judges_noqa(rules: Optional[Sequence[Rule]]) -> bool:
+    return rules is None or any(rule.code == UNUSED_NOQA for rule in rules)
+
+
+def unused_noqa(source: str, filename: str, target: Target, diagnostics: Sequence[Diagnostic],
+                selected: Optional[Callable[[str], bool]] = None, rules: Optional[Sequence[Rule]] = None,
+                sync_functions: FrozenSet[str] = frozenset(), project: Optional[Project] = None,
+                tree: Optional[ast.Module] = None, reported: bool = False) -> List[Tuple[Diagnostic, Fix]]:
+    """XLA001: the XLA codes of each `# noqa` comment of ``source`` that suppress none of ``diagnostics``
+    (the findings of the rules that ran on it for ``target``), with the fix removing them. A code is judged
+    only when every rule it names ran and ``selected`` accepts it (None: every rule's), and one a rule
+    reports on that line for another release flake8-xla knows is used. ``reported``: only the findings a
+    `# noqa` does not suppress (a `# noqa: XLA001` silences it too)."""
+    lines = split_lines(source)
+    if not any(OUR_PREFIX in line and "noqa" in line.lower() for line in lines):
+        return []
+    every = all_rules() if rules is None else rules
+    # a trace-only rule (run_only) never reports here: its `# noqa` codes are the trace's
+    ran = {rule.code: rule for rule in runs_for(target, every) if rule.code != UNUSED_NOQA and not rule.run_only}
+    known = [code for code, _, _ in rule_index()]
+
+    def judged(code: str) -> bool:
+        named = [k for k in known if k.startswith(code)] if code.startswith(OUR_PREFIX) else []
+        return bool(named) and all(k in ran and (selected is None or selected(k)) for k in named)
+
+    unused = unused_codes(lines, diagnostics, judged)
+    if not unused:
+        return []
+    recheck = {code for _, codes in unused for code in codes}
+    again = [rule for code, rule in ran.items() if any(code.startswith(c) for c in recheck)]
+    if tree is None:
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError):
+            return []
+    elsewhere = [d for release in known_releases() if release != target.version
+                 for d in lint_tree(lines, tree, filename, target._replace(version=release), again,
+                                    sync_functions, project)]
+    unused = unused_codes(lines, list(diagnostics) + elsewhere, judged)
+    unit = next(rule for rule in all_rules() if rule.code == UNUSED_NOQA)
+    model = LineModel(source)
+    found = [(unit.report(directive, codes), unit.fix(model, directive, codes)) for directive, codes in unused]
+    if reported:
+        kept = set(filter_noqa(lines, [d for d, _ in found]))
+        found = [(d, fix) for d, fix in found if d in kept]
+    return found
 
 
 def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
@@ -173,6 +184,9 @@ def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
             return None, []
         pairs, site = lint_fixable(current, tree, filename, target, assume_xla=True, sync_functions=sync_functions,
                                    project=project)
+        if diagnostic.code == UNUSED_NOQA:  # judged as by a run that selects every rule
+            pairs = unused_noqa(current, filename, target, [d for d, _ in pairs], None, None, sync_functions,
+                                project, tree)
         chosen = next((fix for d, fix in pairs if d == diagnostic and fix is not None), None)
         return site, [] if chosen is None else [(diagnostic.code, chosen)]
 
@@ -182,10 +196,16 @@ def fix_one(source: str, filename: str, target: Target, diagnostic: Diagnostic,
 def lint_source(source: str, filename: str = "<string>", target: Optional[str] = "2.9",
                 assume_xla: bool = False, sync_functions: FrozenSet[str] = frozenset(),
                 migrate_to: Optional[str] = None) -> List[Diagnostic]:
-    """Convenience for tests and tools: lint a source string against an explicit target."""
-    return lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions,
-                migrate_to=migrate_to)
+    """Convenience for tests and tools: lint a source string against an explicit target, every rule
+    selected (XLA001 included; no `# noqa` is applied)."""
+    found = lint(split_lines(source), None, filename, target, assume_xla=assume_xla, sync_functions=sync_functions,
+                 migrate_to=migrate_to)
+    if "noqa" not in source or not concerns_xla(source, assume_xla, migrate_to):
+        return found
+    resolved = infer_target(filename, target, api_table().latest)._replace(migrate_to=migrate_to)
+    unused = [d for d, _ in unused_noqa(source, filename, resolved, found, sync_functions=sync_functions)]
+    return sorted(found + unused) if unused else found
 
 
 __all__ = ["TOO_DEEP", "Diagnostic", "all_rules", "concerns_xla", "fix_one", "fix_source", "lint", "lint_fixable",
-           "lint_source", "lint_tree", "might_match", "rule_index", "too_deep_message"]
+           "lint_source", "lint_tree", "might_match", "rule_index", "too_deep_message", "unused_noqa"]

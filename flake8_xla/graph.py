@@ -3,6 +3,8 @@ how a flagged expression is named in a message."""
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import os
 from typing import List, NamedTuple
 
@@ -13,16 +15,26 @@ from .analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
 from .analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP,
                              called_from, hook_of)
 
+# where a step region runs, as a message's first line says it; IN_FULL: the help's words where those are short
 WHERE = {
     TRAINING_LOOP: "on every training step",
-    MODEL_LOOP: "on every iteration of a loop that runs the model",
-    DEVICE_LOOP: "on every iteration of a loop that works on the device",
-    CALLBACK: "in a callback that runs on every iteration (output_transform)",
+    MODEL_LOOP: "on every model-loop iteration",
+    DEVICE_LOOP: "on every device-loop iteration",
+    CALLBACK: "in a per-iteration callback",
     FORWARD: "on every forward pass",
     COMPILED: "in a torch_xla.compile step",
     DYNAMO: 'in a torch.compile(backend="openxla") function',
 }
+IN_FULL = {
+    MODEL_LOOP: "on every iteration of a loop that runs the model",
+    DEVICE_LOOP: "on every iteration of a loop that works on the device",
+    CALLBACK: "in a callback that runs on every iteration (output_transform)",
+}
+# a loop over a loader that runs the model without a training step (XLA302, XLA307)
+EVALUATION_BATCH = "on every evaluation batch"
 _LONGEST = 48
+BUDGET = 100  # the length a first line keeps to, abridging the expressions it names (fit())
+FIRST_LINE = 16  # what an expression may take of a first line whatever the rest of the line takes
 # how values reach step code from other modules: the same words on every graph rule's page that relies on it
 ACROSS_MODULES = (
     "A value passed across the project counts too (`flake8-xla check`): a parameter holds what the calls from"
@@ -47,22 +59,125 @@ def hands_off(kind: str) -> bool:
 
 
 def where(kind: str) -> str:
-    """Where a step region runs, for a message: "on every training step", "in training_step, which
-    Lightning runs on every training batch"."""
+    """Where a step region runs, for a message's first line: "on every training step", "in training_step"."""
+    hook = hook_of(kind)
+    if called_from(kind) is not None:
+        return "on every step of its caller"
+    return WHERE[kind] if hook is None else f"in {hook.name}"
+
+
+def where_in_full(kind: str) -> str:
+    """Where a step region runs, in the words :func:`where` may shorten: "in training_step, which Lightning
+    runs on every training batch", "on every iteration of a loop that runs the model"."""
     hook = hook_of(kind)
     caller = called_from(kind)
     if caller is not None:
         return f"on every step of its caller ({caller})"
-    if hook is None:
-        return WHERE[kind]
-    batch = "training batch" if hook.phase == TRAINING else "batch"
-    return f"in {hook.name}, which {hook.framework} runs on every {batch}"
+    if hook is not None:
+        batch = "training batch" if hook.phase == TRAINING else "batch"
+        return f"in {hook.name}, which {hook.framework} runs on every {batch}"
+    return IN_FULL.get(kind, WHERE[kind])
 
 
-def spelled(node: ast.AST, short: str) -> str:
+def runs(kind: str) -> str:
+    """The help's opening sentence on where a step region runs, for the kinds whose first-line phrase
+    (:func:`where`) is short for it: "training_step runs on every training batch (Lightning). "; else ""."""
+    hook = hook_of(kind)
+    caller = called_from(kind)
+    if caller is not None:
+        return f"It runs on every step of its caller ({caller}). "
+    if hook is not None:
+        batch = "training batch" if hook.phase == TRAINING else "batch"
+        return f"{hook.name} runs on every {batch} ({hook.framework}). "
+    return f"It runs {IN_FULL[kind]}. " if kind in IN_FULL else ""
+
+
+def spelled(node: ast.AST, short: str, longest: int = _LONGEST) -> str:
     """The source of ``node`` for a message, or ``short`` when it is too long to read there."""
     text = ast.unparse(node)
-    return text if len(text) <= _LONGEST and "\n" not in text else short
+    return text if len(text) <= longest and "\n" not in text else short
+
+
+def fit(node: ast.AST, short: str, room: int = BUDGET, before: str = "", after: str = "") -> str:
+    """``before``, the source of ``node`` and ``after``, within ``room`` characters where abridging the
+    source (:func:`abridged`, down to FIRST_LINE characters) can make it so."""
+    return before + abridged(node, short, max(FIRST_LINE, room - len(before) - len(after))) + after
+
+
+def abridged(node: ast.AST, short: str, longest: int = _LONGEST) -> str:
+    """The source of ``node`` for a first line: whole when it fits ``longest``, else with parts written
+    ``...`` (the arguments of a call, an operand of a comparison or operator): the smallest part whose
+    elision makes it fit, else the largest and again (``accuracy(...).item()``, ``seq_len > ...``);
+    when nothing more can be elided, what is left if it is readable there (:func:`spelled`), else ``short``."""
+    def fits(text: str) -> bool:
+        return len(text) <= longest and "\n" not in text
+
+    node = copy.deepcopy(node)
+    text = ast.unparse(node)
+    while not fits(text):
+        options = []  # (the text with one part elided, how to elide it)
+        for elide in list(_parts(node)):
+            undo = elide()
+            options.append((ast.unparse(node), elide))
+            undo()
+        options = [o for o in options if len(o[0]) < len(text)]
+        if not options:
+            return text if len(text) <= _LONGEST and "\n" not in text else short
+        fitting = [o for o in options if fits(o[0])]
+        text, elide = max(fitting, key=lambda o: len(o[0])) if fitting else min(options, key=lambda o: len(o[0]))
+        elide()
+    return text
+
+
+def _parts(node: ast.AST):
+    """What abridged() may shorten: each call's arguments and each operand (written ``...``), and the
+    module path of a library function (``torch.nn.functional.softmax`` as ``softmax``); as functions that
+    shorten it and return their undo."""
+    elided = ast.Constant(...)
+    for n in ast.walk(node):
+        if type(n) is ast.Call and (n.args or n.keywords) and \
+                not (len(n.args) == 1 and type(n.args[0]) is ast.Constant and n.args[0].value is ...):
+            yield functools.partial(_elide_arguments, n, elided)
+        if type(n) is ast.Call and type(n.func) is ast.Attribute and _module_path(n.func.value):
+            yield functools.partial(_elide_module, n)
+        for field in _OPERANDS.get(type(n), ()):
+            value = getattr(n, field)
+            for i in range(len(value)) if isinstance(value, list) else (None,):
+                yield functools.partial(_elide_operand, n, field, i, elided)
+
+
+# the usual names of the modules whose functions a message may name without their path
+_MODULES = frozenset({"torch", "nn", "F", "functional", "np", "numpy"})
+
+
+def _module_path(node: ast.AST) -> bool:
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name and node.id in _MODULES
+
+
+def _elide_module(call: ast.Call):
+    func = call.func
+    call.func = ast.Name(func.attr)
+    return lambda: setattr(call, "func", func)
+
+
+def _elide_arguments(call: ast.Call, elided: ast.AST):
+    args, keywords = call.args, call.keywords
+    call.args, call.keywords = [elided], []
+    return lambda: (setattr(call, "args", args), setattr(call, "keywords", keywords))
+
+
+def _elide_operand(parent: ast.AST, field: str, i, elided: ast.AST):
+    value = getattr(parent, field)
+    if i is None:
+        setattr(parent, field, elided)
+        return lambda: setattr(parent, field, value)
+    old, value[i] = value[i], elided
+    return lambda: value.__setitem__(i, old)
+
+
+_OPERANDS = {ast.Compare: ("left", "comparators"), ast.BinOp: ("left", "right"), ast.BoolOp: ("values",)}
 
 
 class HelperRead(NamedTuple):
@@ -70,11 +185,18 @@ class HelperRead(NamedTuple):
     read: HostRead
     argument: ast.expr  # what the call passes for the parameter it reads
 
-    def label(self) -> str:
-        """``accuracy(preds) (.cpu() of its preds at utils.py:36)``: the call, and the helper's line."""
+    def label(self, room: int = BUDGET) -> str:
+        """``accuracy(preds)``: the call, for a first line (within ``room`` where it can)."""
+        return fit(self.argument, "...", room, f"{self.name}(", ")")
+
+    def detail(self) -> str:
+        """``accuracy() calls .cpu() on its preds at utils.py:36.``: the helper's line, for the help."""
         where = os.path.basename(self.summary.path)
-        return (f"{self.summary.name.rsplit('.', 1)[-1]}({spelled(self.argument, '...')}) "
-                f"({self.read.how} of its {self.read.parameter} at {where}:{self.read.line})")
+        return f"{self.name}() calls {self.read.how} on its {self.read.parameter} at {where}:{self.read.line}."
+
+    @property
+    def name(self) -> str:
+        return self.summary.name.rsplit('.', 1)[-1]
 
     @property
     def copies(self) -> bool:

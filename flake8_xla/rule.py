@@ -34,6 +34,9 @@ class Diagnostic(NamedTuple):
     # the detail behind the one-clause message: why, measured facts, caveats (shown by --format full,
     # --show-source, the editor's hover, JSON and SARIF); None: the message says it all
     help: Optional[str] = None
+    # what a tool built on the findings reads instead of parsing the message (migrate-report reads the
+    # XLA5xx rules': flake8_xla.migration.facts.MigrationFacts); never shown, and not kept by the result cache
+    data: Optional[tuple] = None
 
     # A diagnostic is what is said where: line, column, code and message. The extent, the level and
     # the help ride along, so one rebuilt from those four (by flake8, an editor, a test) equals the engine's.

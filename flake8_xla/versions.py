@@ -49,7 +49,7 @@ class Target(NamedTuple):
     version: Version
     source: str  # what kind of place the version came from, in short ("installed torch_xla", ...)
     # exactly where: "--xla-target-version 2.8", "<config> [tool.flake8-xla] target-version = 2.8",
-    # "<file>:<line>: torch_xla>=2.6", "installed torch_xla (2.9)", "newest release known to flake8-xla (2.9)";
+    # "<file>:<line>: torch_xla>=2.6", "the installed torch_xla 2.9", "the newest release flake8-xla knows";
     # empty for targets built by hand (tests, rule examples)
     origin: str = ""
     # what the code is moving to ("torchtpu": the XLA5xx rules speak), or None
@@ -73,10 +73,19 @@ def check_target(value: object, where: str, known: Sequence[Version], warn: Opti
         version = parse_version(value)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-    if known and version not in known:
+    if known and version > max(known):
+        (warn or _warn_once)(f"{where}: {past_the_last(version, max(known))}")
+    elif known and version not in known:
         (warn or _warn_once)(f"{where}: torch_xla {version} is outside the releases flake8-xla knows "
                              f"({min(known)} to {max(known)}); its rule data may not describe that release")
     return version
+
+
+def past_the_last(version: Version, last: Version) -> str:
+    """What is said of a target newer than the rule data: one wording whether the user gave it or a
+    project's pin declared it (both are linted as that version)."""
+    return (f"torch_xla {version} is newer than the last release flake8-xla knows ({last}); "
+            "its rule data may not describe that release")
 
 
 # A requirement names torch_xla (any spelling, extras allowed) followed by its specifiers.
@@ -148,7 +157,7 @@ def _floor_from_requirements(lines: Iterable[str], path: str) -> Optional[Floor]
             text = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
             if problem is not None:
                 number = _line_of(path, text)
-                where = path if number is None else f"{path}:{number}"
+                where = _shown(path) if number is None else f"{_shown(path)}:{number}"
                 _warn_once(f"{where}: {text}: not used as the target: {problem}")
             elif floor is not None:
                 found.append((floor, text, text))
@@ -213,6 +222,16 @@ def _from_requirements_txt(path: str) -> Optional[Floor]:
         return _floor_from_requirements(f, path)
 
 
+def _shown(path: str) -> str:
+    """A project file as the user sees it: relative to the working directory when inside it (as the
+    CLI shows the linted files)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # Windows: another drive
+        return path
+    return path if relative.startswith("..") else relative
+
+
 def _line_of(path: str, requirement: str) -> Optional[int]:
     """The first line of ``path`` that holds ``requirement`` (1-based), to point the user at it."""
     try:
@@ -244,13 +263,13 @@ def _floor_in_directory(directory: str) -> Optional[Target]:
         try:
             found = reader(path)
         except Exception as exc:  # a broken project file must never stop linting
-            _warn_once(f"could not read {path} ({type(exc).__name__}: {exc}); ignoring it")
+            _warn_once(f"could not read {_shown(path)} ({type(exc).__name__}: {exc}); ignoring it")
             continue
         if found is not None:
             floor, shown, needle = found
             line = _line_of(path, needle)
-            where = path if line is None else f"{path}:{line}"
-            return Target(floor, f"torch_xla requirement in {path}", f"{where}: {shown}")
+            where = _shown(path) if line is None else f"{_shown(path)}:{line}"
+            return Target(floor, f"torch_xla requirement in {_shown(path)}", f"{where}: {shown}")
     return None
 
 
@@ -339,17 +358,15 @@ def infer_target(filename: str, explicit: Optional[str], latest: Version, origin
         separator = " " if where == EXPLICIT else " = "
         return Target(parse_version(explicit), where, f"{where}{separator}{explicit}")
     found = _project_floor(_start_directory(filename))
-    if found is not None and found.version > latest:
-        # torch_xla==2.12 is no release (2.9 was the last): the rules judge it as the newest they know
-        _warn_once(f"{found.origin}: torch_xla {found.version} is newer than the last release flake8-xla knows "
-                   f"({latest}); linting for torch_xla {latest}")
-        return found._replace(version=latest, origin=f"{found.origin} (newer than {latest}, the last known)")
     if found is not None:
+        if found.version > latest:
+            # linted as that version, as --xla-target-version 2.12 is: release guards (`>= "2.10"`) read it
+            _warn_once(f"{found.origin}: {past_the_last(found.version, latest)}")
         return found
     installed = installed_version()
     if installed is not None:
-        return Target(installed, "installed torch_xla", f"installed torch_xla ({installed})")
-    return Target(latest, "newest release known to flake8-xla", f"newest release known to flake8-xla ({latest})")
+        return Target(installed, "installed torch_xla", f"the installed torch_xla {installed}")
+    return Target(latest, "newest release known to flake8-xla", "the newest release flake8-xla knows")
 
 
 def forget_project_files() -> None:

@@ -3,18 +3,19 @@
 pattern rule, see flake8_xla/patterns.py). RULES lists them all in code order.
 
 The naming is mechanical, so ``rule_index()`` knows every code, name and whether it is opt-in
-(the XLA9xx family) from the file names alone: a run whose files all fail the pre-filter or hit the
-result cache never imports a rule. RULES is built on first use."""
+(the XLA9xx family, and XLA001 as ruff's RUF100) from the file names alone: a run whose files all
+fail the pre-filter or hit the result cache never imports a rule. RULES is built on first use."""
 import importlib
 import marshal
 import os
 import re
 import sys
-import zlib
 from typing import List, Tuple
 
+from flake8_xla import stash
+
 _UNIT = re.compile(r"(xla(\d{3}))_(\w+)")
-_OPT_IN_FAMILY = "XLA9"
+_OPT_IN = ("XLA001", "XLA9")  # codes and prefixes
 
 
 def unit_files(ext: str) -> List[str]:
@@ -29,52 +30,48 @@ def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
     for stem in unit_files(".py") + unit_files(".yml"):
         _, number, words = _UNIT.fullmatch(stem).groups()
         code = f"XLA{number}"
-        found.append((code, words.replace("_", "-"), code.startswith(_OPT_IN_FAMILY)))
+        found.append((code, words.replace("_", "-"), code.startswith(_OPT_IN)))
     return tuple(sorted(found))
 
 
 def read_data(path: str) -> object:
-    """A YAML rule data file as Python data. A marshal copy kept in ``__pycache__`` beside it, named
-    by the text's size and CRC, spares the YAML parser (and importing it) on later runs, the way
-    .pyc files spare the compiler; where it cannot be written, every run parses the YAML."""
+    """A YAML (or JSON) rule data file as Python data. A marshal copy named by a hash of the text spares
+    the YAML parser (and importing it) on later runs, the way .pyc files spare the compiler: kept in
+    ``__pycache__`` beside the file, or in the user's cache where that cannot be written. A copy is
+    used only when its checksum holds and it was made from this very text (see flake8_xla.stash)."""
     with open(path, "rb") as handle:
         raw = handle.read()
     folder, name = os.path.split(path)
     stem = f"{name}.{sys.implementation.cache_tag}."
-    copy = os.path.join(folder, "__pycache__", f"{stem}{len(raw):x}-{zlib.crc32(raw):08x}.marshal")
-    try:
-        with open(copy, "rb") as handle:
-            return marshal.load(handle)
-    except (OSError, EOFError, ValueError, TypeError):
-        pass  # none yet, or unreadable: parse the YAML
+    copy_name = f"{stem}{stash.digest(raw + _COPY_FORMAT, 12)}.marshal"
+    # in the user's cache, named by the install too, so two installs do not prune each other's copies
+    here = stash.digest(os.path.realpath(folder).encode("utf-8", "surrogateescape"), 6)
+    places = ((os.path.join(folder, "__pycache__"), ""), (stash.user_stash_dir(), f"{here}-"))
+    for directory, prefix in places:
+        payload = stash.read(os.path.join(directory, prefix + copy_name))
+        if payload is not None:
+            try:
+                return marshal.loads(payload)
+            except (EOFError, ValueError, TypeError):
+                pass  # intact but not this Python's marshal data: parse the YAML
     data = _parse_yaml(raw.decode("utf-8"))
-    _keep_copy(copy, stem, data)
+    try:
+        payload = marshal.dumps(data)
+    except ValueError:  # a YAML type marshal cannot hold: parse every time
+        return data
+    for directory, prefix in places:  # read-only install: the user's cache
+        if stash.write(os.path.join(directory, prefix + copy_name), payload, stale_prefix=prefix + stem):
+            break
     return data
+
+
+_COPY_FORMAT = b"\0marshal copy 2"  # part of a copy's name: a new layout never reads an old one
 
 
 def _parse_yaml(text: str) -> object:
     import yaml  # only when no marshal copy can be used
 
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 10x faster
-
-
-def _keep_copy(copy: str, stem: str, data: object) -> None:
-    folder = os.path.dirname(copy)
-    temporary = f"{copy}.{os.getpid()}.tmp"
-    try:
-        encoded = marshal.dumps(data)
-        os.makedirs(folder, exist_ok=True)
-        with open(temporary, "wb") as handle:
-            handle.write(encoded)
-        os.replace(temporary, copy)  # atomic: a concurrent reader sees the old file or the whole new one
-        for other in os.listdir(folder):  # copies of earlier versions of the file
-            if other.startswith(stem) and other.endswith(".marshal") and other != os.path.basename(copy):
-                os.remove(os.path.join(folder, other))
-    except (OSError, ValueError):  # read-only install, odd YAML types: parse every time
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
 
 
 def _discover() -> tuple:

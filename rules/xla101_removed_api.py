@@ -13,7 +13,7 @@ class RemovedApi(LifecycleRule):
     what_it_does = (
         "Flags uses of torch_xla functions, classes and decorators that were removed on the target "
         "release, including the `from ... import` line that names them, and names the replacement. "
-        "An alias is named with the API it stands for: `rank_of() (torch_xla.core.xla_model.get_ordinal)`.\n\n"
+        "The help names the API an alias stands for (`rank_of is torch_xla.core.xla_model.get_ordinal`).\n\n"
         "Compat code is not reported. A release check is evaluated against the target: under "
         "`if XLA_GE_2_1:` (a flag from `RequirementCache(\"torch_xla>=2.1\")`, a "
         "`Version(torch_xla.__version__) >= Version(\"2.1\")` comparison, a tuple of version parts, or "
@@ -77,7 +77,7 @@ class RemovedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\nworld = xm.xrt_world_size()\n",
             expect=((3, 9, "xm.xrt_world_size() was removed in torch_xla 2.7; "
-                           "use torch_xla.runtime.world_size() (2.1+)"),),
+                           "use torch_xla.runtime.world_size() (2.1+)", None),),
             fixed=("import torch_xla.runtime as xr\n"
                    "\n"
                    "world = xr.world_size()\n"),
@@ -112,8 +112,8 @@ class RemovedApi(LifecycleRule):
             expect=(
                 (1, 38, "torch_xla.core.xla_model.get_ordinal was removed in torch_xla 2.7; "
                         "use torch_xla.runtime.global_ordinal() (2.1+)"),
-                (3, 8, "rank_of() (torch_xla.core.xla_model.get_ordinal) was removed in torch_xla 2.7; "
-                       "use torch_xla.runtime.global_ordinal() (2.1+)"),
+                (3, 8, "rank_of() was removed in torch_xla 2.7; use torch_xla.runtime.global_ordinal() (2.1+)",
+                 "rank_of is torch_xla.core.xla_model.get_ordinal."),
             ),
             title="an alias names the API it stands for",
             fixed=("import torch_xla.runtime as xr\n"
@@ -122,11 +122,11 @@ class RemovedApi(LifecycleRule):
         ),
         Example(
             "import torch_xla.runtime as xr\n\n@xr.requires_pjrt\ndef main():\n    pass\n",
-            expect=((3, 2, "xr.requires_pjrt was removed in torch_xla 2.5; no replacement; remove "
-                           "the decorator: PJRT is the only runtime since torch_xla 2.1"),),
+            expect=((3, 2, "xr.requires_pjrt was removed in torch_xla 2.5; remove the decorator",
+                     "No replacement; remove the decorator: PJRT is the only runtime since torch_xla 2.1."),),
             title="a decorator",
         ),
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice()}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice().first}"

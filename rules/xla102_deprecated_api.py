@@ -45,8 +45,8 @@ class DeprecatedApi(LifecycleRule):
         Example(
             "import torch_xla.core.xla_model as xm\n\ndevice = xm.xla_device()\nxm.mark_step()\n",
             expect=(
-                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)"),
-                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"),
+                (3, 10, "xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)", None),
+                (4, 1, "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)", None),
             ),
             fixed=("import torch_xla\n"
                    "\n"
@@ -75,4 +75,4 @@ class DeprecatedApi(LifecycleRule):
     )
 
     def message(self, use: LifecycleUse) -> str:
-        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice()}"
+        return f"{use.api} {removal_phrase(use.row, use.state)}; {use.advice().first}"

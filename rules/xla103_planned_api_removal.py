@@ -1,5 +1,7 @@
 """XLA103 planned-api-removal."""
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_message
+from typing import Optional
+
+from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_help, planned_message
 from flake8_xla.rule import Example
 
 
@@ -16,7 +18,8 @@ class PlannedApiRemoval(LifecycleRule):
         "deprecated, where the target release has an upstream replacement, or where a call already "
         "warns on the target: `xm.rendezvous`, `xla_rendezvous`, `mesh_reduce` and `do_on_ordinals` are "
         "not deprecated, but from 2.8 they call the deprecated `xla_device()` and show its warning. "
-        "The message says that the change is planned, not done, and what to use instead. Planned APIs "
+        "The message says that the change is planned, not done, and what to use instead; the help says "
+        "whose plan it is, whether a use warns yet, and the caveats of the replacement. Planned APIs "
         "with no upstream replacement that do not warn on the target (`xm.save`, `xm.optimizer_step`, "
         "...) are XLA903, off by default: on real code nobody wanted to change a call that still works "
         "and has nothing to move to."
@@ -42,7 +45,7 @@ class PlannedApiRemoval(LifecycleRule):
         "group: without one the workers meet in torch_xla's own rendezvous, as before (so the rewrite "
         "keeps working where the original did); with a torch.distributed process group they meet over "
         "gloo, without the graph syncs torch_xla's rendezvous performs (the fix summary says so). "
-        "Upstream's replacement, `torch.distributed.barrier()`, needs that process group (the message "
+        "Upstream's replacement, `torch.distributed.barrier()`, needs that process group (the help "
         "says so). Unsafe too: `xmp.spawn` -> `torch_xla.launch`, for the index "
         "passed to the function: spawn passes the global ordinal, launch under torchrun passes "
         "`LOCAL_RANK`, so on several hosts `if index == 0:` changes meaning (the fix summary says "
@@ -66,9 +69,10 @@ class PlannedApiRemoval(LifecycleRule):
     invalid = (
         Example(
             "import torch_xla.core.xla_model as xm\n\nrank = xm.get_local_ordinal()\n",
-            expect=((3, 8, "xm.get_local_ordinal() is planned for deprecation by the PyTorch/XLA "
-                           "usability plan (no warning as of torch_xla 2.9); "
-                           "use torch_xla.runtime.local_ordinal() (2.1+)"),),
+            expect=((3, 8, "xm.get_local_ordinal() is planned for deprecation; "
+                           "use torch_xla.runtime.local_ordinal() (2.1+)",
+                     "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; "
+                     "no warning as of torch_xla 2.9."),),
             fixed=("import torch_xla.runtime as xr\n"
                    "\n"
                    "rank = xr.local_ordinal()\n"),
@@ -77,11 +81,11 @@ class PlannedApiRemoval(LifecycleRule):
             "import functools\nimport torch_xla.core.xla_model as xm\n\n"
             "barrier = functools.partial(xm.rendezvous, 'init')\n",
             target="2.7",
-            expect=((4, 29, "xm.rendezvous is planned for removal by the PyTorch/XLA usability plan "
-                            "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
-                            "use torch.distributed.barrier(); it needs a process group: "
-                            "torch.distributed.init_process_group('xla', init_method='xla://') in every worker; "
-                            "companion: xla_compat.rendezvous()"),),
+            expect=((4, 29, "xm.rendezvous is planned for removal; use xla_compat.rendezvous()",
+                     "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; not deprecated, but it "
+                     "warns indirectly from torch_xla 2.8 through xla_device(). Upstream replacement: "
+                     "torch.distributed.barrier(); it needs a process group: "
+                     "torch.distributed.init_process_group('xla', init_method='xla://') in every worker."),),
             title="a reference without a call",
             fixed=("import functools\n"
                    "import xla_compat\n"
@@ -90,11 +94,11 @@ class PlannedApiRemoval(LifecycleRule):
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\ntotal = xm.mesh_reduce('loss', loss, sum)\n",
-            expect=((3, 9, "xm.mesh_reduce() is planned for removal by the PyTorch/XLA usability plan "
-                           "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
-                           "no working upstream replacement: torch.distributed.all_gather_object fails on "
-                           "the 'xla' process group; gather over a gloo group and reduce; "
-                           "companion: xla_compat.mesh_reduce()"),),
+            expect=((3, 9, "xm.mesh_reduce() is planned for removal; use xla_compat.mesh_reduce()",
+                     "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; not deprecated, but it "
+                     "warns indirectly from torch_xla 2.8 through xla_device(). No working upstream "
+                     "replacement: torch.distributed.all_gather_object fails on the 'xla' process group; "
+                     "gather over a gloo group and reduce."),),
             title="no upstream replacement, but it warns on the target",
             fixed=("import xla_compat\n"
                    "\n"
@@ -107,3 +111,6 @@ class PlannedApiRemoval(LifecycleRule):
 
     def message(self, use: LifecycleUse) -> str:
         return planned_message(use)
+
+    def help(self, use: LifecycleUse) -> Optional[str]:
+        return planned_help(use)

@@ -36,27 +36,29 @@ class DeprecatedEnvVar(LifecycleRule):
         Example(
             "import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
             expect=((3, 12, "environment variable XLA_USE_BF16 is deprecated since torch_xla 2.4; "
-                            "convert the model and inputs to bf16 yourself (model.to(torch.bfloat16))"),),
+                            "cast the model to bf16",
+                     "Convert the model and inputs to bf16 yourself (model.to(torch.bfloat16))."),),
         ),
         Example(
             "import os\n\nos.environ.setdefault('XRT_TPU_CONFIG', 'localservice;0;localhost:51011')\n",
             expect=((3, 23, "environment variable XRT_TPU_CONFIG is ignored since torch_xla 2.1; "
-                            "set PJRT_DEVICE=TPU (or CPU) instead: the XRT runtime was deleted"),),
+                            "set PJRT_DEVICE=TPU (or CPU)",
+                     "Set PJRT_DEVICE=TPU (or CPU) instead: the XRT runtime was deleted."),),
         ),
         Example(
             "from os import environ\n\nenviron.update({'PJRT_DEVICE': 'CUDA', 'GPU_NUM_DEVICES': '4'})\n",
             expect=(
-                (3, 17, "environment variable PJRT_DEVICE=CUDA is unsupported since torch_xla 2.9; "
-                        "no replacement; XLA:CUDA was removed, use PyTorch's native CUDA backend"),
-                (3, 40, "environment variable GPU_NUM_DEVICES is ignored since torch_xla 2.9; "
-                        "no replacement; XLA:CUDA was removed, use PyTorch's native CUDA backend"),
+                (3, 17, "environment variable PJRT_DEVICE=CUDA is unsupported since torch_xla 2.9; no replacement",
+                 "No replacement; XLA:CUDA was removed, use PyTorch's native CUDA backend."),
+                (3, 40, "environment variable GPU_NUM_DEVICES is ignored since torch_xla 2.9; no replacement",
+                 "No replacement; XLA:CUDA was removed, use PyTorch's native CUDA backend."),
             ),
         ),
         Example(
             "import os\n\nos.environ['PJRT_DEVICE'] = 'CUDA'\n",
             target="2.1",
             expect=((3, 12, "environment variable PJRT_DEVICE=CUDA is unsupported before torch_xla 2.2; "
-                            "2.1 accepts only PJRT_DEVICE=GPU for XLA:CUDA"),),
+                            "use PJRT_DEVICE=GPU", None),),
             title="a value newer than the target",
         ),
     )
@@ -72,4 +74,4 @@ class DeprecatedEnvVar(LifecycleRule):
             status = f"is {row.effect} before torch_xla {row.added_in}"
         else:
             status = removal_phrase(row, use.state)
-        return f"environment variable {name} {status}; {use.advice()}"
+        return f"environment variable {name} {status}; {use.advice().first}"

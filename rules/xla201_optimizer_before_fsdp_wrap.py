@@ -1,6 +1,6 @@
 """XLA201 optimizer-before-fsdp-wrap."""
 import ast
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
@@ -47,42 +47,46 @@ class OptimizerBeforeFsdpWrap(Rule):
         Example(
             FSDP1 + "import torch\n\nmodel = Net()\n"
             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel = FSDP(model)\n",
-            expect=((5, 13, "optimizer built from model.parameters() before `model` is wrapped with FSDP "
-                            "(line 6): FSDP replaces the parameters, so this optimizer never updates the model; "
-                            "build it after wrapping"),),
+            expect=((5, 13, "optimizer built from model.parameters() before the FSDP wrap; build it after "
+                            "wrapping",
+                     "`model` is wrapped with FSDP at line 6: FSDP replaces its parameters, so this optimizer "
+                     "never updates the model."),),
         ),
         Example(
             FSDP1 + "import torch\n\nnet = Net()\nmodel = FSDP(net)\n"
             "optimizer = torch.optim.Adam(net.parameters())\n",
-            expect=((6, 13, "optimizer built from net.parameters(), but the FSDP wrapper is `model` (line 5): "
-                            "FSDP replaced these parameters, so this optimizer never updates the model; "
-                            "use model.parameters()"),),
+            expect=((6, 13, "optimizer built from net.parameters(), which FSDP replaced; use model.parameters()",
+                     "The FSDP wrapper is `model` (line 5): FSDP replaced the parameters of `net`, so this "
+                     "optimizer never updates the model."),),
             title="built from the unwrapped module after wrapping",
         ),
         Example(
             FSDP2 + "import torch\n\ndef main(mesh):\n    model = Net()\n"
             "    optimizer = torch.optim.AdamW(model.parameters())\n"
             "    model = FSDPv2(model, mesh=mesh)\n",
-            expect=((8, 17, "optimizer built from model.parameters() before `model` is wrapped with FSDPv2 "
-                            "(line 9) while the model is on the CPU: moving it to the XLA device replaces the "
-                            "parameters, so this optimizer never updates the model; build it after wrapping"),),
+            expect=((8, 17, "optimizer built from model.parameters() before the FSDPv2 wrap; build it after "
+                            "wrapping",
+                     "`model` is wrapped with FSDPv2 at line 9 while on the CPU: moving it to the XLA device "
+                     "replaces its parameters, so this optimizer never updates the model."),),
             title="FSDPv2 while the model is still on the CPU",
         ),
         Example(
             FSDP1 + "import torch\n\nclass Trainer:\n    def setup(self):\n"
             "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
             "        self.model = FSDP(self.model)\n",
-            expect=((6, 20, "optimizer built from self.model.parameters() before `self.model` is wrapped with "
-                            "FSDP (line 7): FSDP replaces the parameters, so this optimizer never updates the "
-                            "model; build it after wrapping"),),
+            expect=((6, 20, "optimizer built from self.model.parameters() before the FSDP wrap; build it after "
+                            "wrapping",
+                     "`self.model` is wrapped with FSDP at line 7: FSDP replaces its parameters, so this "
+                     "optimizer never updates the model."),),
             title="attributes are tracked too",
         ),
         Example(
             FSDP1 + "import torch\n\n\ndef shard(module):\n    return FSDP(module)\n\n\nmodel = Net()\n"
             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel = shard(model)\n",
-            expect=((10, 7, "optimizer built from model.parameters() before `model` is wrapped with FSDP (line 11): "
-                            "FSDP replaces the parameters, so this optimizer never updates the model; build it after "
-                            "wrapping"),),
+            expect=((10, 7, "optimizer built from model.parameters() before the FSDP wrap; build it after "
+                            "wrapping",
+                     "`model` is wrapped with FSDP at line 11: FSDP replaces its parameters, so this optimizer "
+                     "never updates the model."),),
             title="wrapped by a helper",
         ),
     )
@@ -96,11 +100,11 @@ class OptimizerBeforeFsdpWrap(Rule):
                 flow.collect()
                 wraps += helped
         for optimizer in flow.optimizers:
-            message = self._problem(flow, optimizer, wraps)
-            if message:
-                yield self.diagnostic(ctx, optimizer.call, message)
+            problem = self._problem(flow, optimizer, wraps)
+            if problem:
+                yield self.diagnostic(ctx, optimizer.call, problem[0], help=problem[1])
 
-    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[str]:
+    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[Tuple[str, str]]:
         scope, order = optimizer.at.scope, optimizer.at.order
         for name in optimizer.params_of:
             for wrap in wraps:
@@ -109,20 +113,20 @@ class OptimizerBeforeFsdpWrap(Rule):
                 if wrap.kind == "v2" and _on_device_before(flow, name, optimizer.at):
                     continue
                 label = wrap.label
-                where = f"(line {wrap.call.lineno})"
                 if wrap.at.order > order and not flow.rebound_between(name, scope, order, wrap.at.order):
-                    cpu = " while the model is on the CPU" if wrap.kind == "v2" else ""
-                    why = ("moving it to the XLA device replaces the parameters" if wrap.kind == "v2"
-                           else f"{label} replaces the parameters")
-                    return (f"optimizer built from {name}.parameters() before `{name}` is wrapped with {label} "
-                            f"{where}{cpu}: {why}, so this optimizer never updates the model; build it after "
-                            "wrapping")
+                    why = (" while on the CPU: moving it to the XLA device replaces its parameters"
+                           if wrap.kind == "v2" else f": {label} replaces its parameters")
+                    return (f"optimizer built from {name}.parameters() before the {label} wrap; build it after "
+                            "wrapping",
+                            f"`{name}` is wrapped with {label} at line {wrap.call.lineno}{why}, so this "
+                            "optimizer never updates the model.")
                 if wrap.at.order < order and wrap.target and wrap.target != name and \
                         not flow.rebound_between(name, scope, wrap.at.order, order) and \
                         not flow.rebound_between(wrap.target, scope, wrap.at.order, order):
-                    return (f"optimizer built from {name}.parameters(), but the {label} wrapper is "
-                            f"`{wrap.target}` {where}: {label} replaced these parameters, so this optimizer "
-                            f"never updates the model; use {wrap.target}.parameters()")
+                    return (f"optimizer built from {name}.parameters(), which {label} replaced; use "
+                            f"{wrap.target}.parameters()",
+                            f"The {label} wrapper is `{wrap.target}` (line {wrap.call.lineno}): {label} replaced "
+                            f"the parameters of `{name}`, so this optimizer never updates the model.")
         return None
 
 

@@ -50,42 +50,46 @@ class GradientReductionWithFsdp(Rule):
         Example(
             HEADER + "import xla_compat\n\nmodel = FSDP(Net())\n"
             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nxla_compat.optimizer_step(optimizer)\n",
-            expect=((8, 1, "xla_compat.optimizer_step() all-reduces the gradients, but `optimizer` holds the "
-                           "parameters of the FSDP-wrapped `model` (line 6), which FSDP already reduce-scatters: "
-                           "they are reduced twice; call optimizer.step() directly"),),
+            expect=((8, 1, "xla_compat.optimizer_step() all-reduces FSDP gradients again; call "
+                           "optimizer.step() directly",
+                     "`optimizer` holds the parameters of the FSDP-wrapped `model` (line 6), which FSDP "
+                     "already reduce-scatters: they are reduced twice and the update is wrong."),),
         ),
         Example(
             HEADER + "\ndef train(net, loader):\n    model = FSDP(net)\n"
             "    opt = torch.optim.AdamW(model.parameters())\n    for batch in loader:\n"
             "        model(batch).sum().backward()\n        xm.reduce_gradients(opt)\n        opt.step()\n",
-            expect=((10, 9, "xm.reduce_gradients() all-reduces the gradients, but `opt` holds the parameters "
-                            "of the FSDP-wrapped `model` (line 6), which FSDP already reduce-scatters: they are "
-                            "reduced twice; call optimizer.step() directly"),),
+            expect=((10, 9, "xm.reduce_gradients() all-reduces FSDP gradients again; call optimizer.step() "
+                            "directly",
+                     "`opt` holds the parameters of the FSDP-wrapped `model` (line 6), which FSDP already "
+                     "reduce-scatters: they are reduced twice and the update is wrong."),),
             title="inside the training loop",
         ),
         Example(
             HEADER + "\ndef shard(module):\n    return FSDP(module)\n\n\ndef step(optimizer):\n"
             "    xm.optimizer_step(optimizer)\n\n\nmodel = shard(Net())\n"
             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nstep(optimizer)\n",
-            expect=((15, 1, "step() (it calls optimizer_step or reduce_gradients) all-reduces the gradients, but "
-                            "`optimizer` holds the parameters of the FSDP-wrapped `model` (line 13), which FSDP "
-                            "already reduce-scatters: they are reduced twice; call optimizer.step() directly"),),
+            expect=((15, 1, "step() all-reduces FSDP gradients again; call optimizer.step() directly",
+                     "`optimizer` holds the parameters of the FSDP-wrapped `model` (line 13), which FSDP "
+                     "already reduce-scatters: they are reduced twice and the update is wrong. step() calls "
+                     "optimizer_step or reduce_gradients."),),
             title="through helpers",
         ),
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         flow, helpers = ctx.get(FlowFacts), ctx.get(HelperWraps)
-        reductions = [(ref.call, REDUCERS[ref.qualname], ref.call.args[0]) for ref in ctx.get(SemanticModel).references
+        reductions = [(ref.call, REDUCERS[ref.qualname], False, ref.call.args[0])
+                      for ref in ctx.get(SemanticModel).references
                       if ref.qualname in REDUCERS and ref.call is not None and ref.call.args]
         if not reductions and not flow.wraps and getattr(ctx, "project", None) is None:
             return  # a helper of the file that wraps or reduces shows in its own FSDP or reduction call
         if not reductions and not helpers.reductions:
             return
         flow.collect()
-        reductions.extend((call, f"{ast.unparse(call.func)}() (it calls optimizer_step or reduce_gradients)",
+        reductions.extend((call, f"{ast.unparse(call.func)}()", True,
                            call.args[position]) for call, position in helpers.reductions)
-        for call, spelled, optimizer in reductions:
+        for call, spelled, by_helper, optimizer in reductions:
             name = dotted(optimizer)
             build = flow.optimizer_named(name, call)
             if build is None:
@@ -93,8 +97,9 @@ class GradientReductionWithFsdp(Rule):
             for owner in build.params_of:
                 wrap = flow.wrapper_at(owner, build.call) or helpers.wrapper_at(owner, build.call)
                 if wrap is not None and wrap.kind == "v1":
-                    yield self.diagnostic(ctx, call, (
-                        f"{spelled} all-reduces the gradients, but `{name}` holds the parameters of the "
-                        f"FSDP-wrapped `{owner}` (line {wrap.call.lineno}), which FSDP already reduce-scatters: "
-                        "they are reduced twice; call optimizer.step() directly"))
+                    yield self.diagnostic(
+                        ctx, call, f"{spelled} all-reduces FSDP gradients again; call optimizer.step() directly",
+                        help=(f"`{name}` holds the parameters of the FSDP-wrapped `{owner}` (line {wrap.call.lineno}), "
+                              "which FSDP already reduce-scatters: they are reduced twice and the update is wrong."
+                              + (f" {spelled} calls optimizer_step or reduce_gradients." if by_helper else "")))
                     break

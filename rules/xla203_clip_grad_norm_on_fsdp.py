@@ -40,25 +40,31 @@ class ClipGradNormOnFsdp(Rule):
         Example(
             HEADER + "\nmodel = FSDP(Net())\nloss = model(x).sum()\nloss.backward()\n"
             "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
-            expect=((7, 1, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
-                           "(line 4) clips each rank's gradient shard by its own norm; call "
-                           "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+            expect=((7, 1, "clip_grad_norm_ clips each FSDP shard by its own norm; call "
+                           "model.clip_grad_norm_(max_norm)",
+                     "torch.nn.utils.clip_grad_norm_ gets the parameters of `model`, FSDP-wrapped at line 4: "
+                     "each rank clips its gradient shard by a different factor. Call the root FSDP wrapper's "
+                     "clip_grad_norm_, on every rank."),),
         ),
         Example(
             HEADER + "from torch.nn.utils import clip_grad_norm_\n\ndef step(net, opt):\n"
             "    model = FSDP(net)\n    model(x).sum().backward()\n"
             "    clip_grad_norm_(model.parameters(), max_norm=0.5)\n    opt.step()\n",
-            expect=((8, 5, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
-                           "(line 6) clips each rank's gradient shard by its own norm; call "
-                           "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+            expect=((8, 5, "clip_grad_norm_ clips each FSDP shard by its own norm; call "
+                           "model.clip_grad_norm_(max_norm)",
+                     "torch.nn.utils.clip_grad_norm_ gets the parameters of `model`, FSDP-wrapped at line 6: "
+                     "each rank clips its gradient shard by a different factor. Call the root FSDP wrapper's "
+                     "clip_grad_norm_, on every rank."),),
             title="imported by name",
         ),
         Example(
             HEADER + "\ndef shard(module):\n    if not on_tpu():\n        return module\n    return FSDP(module)\n\n\n"
             "model = shard(Net())\nmodel(x).sum().backward()\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
-            expect=((12, 1, "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `model` "
-                            "(line 10) clips each rank's gradient shard by its own norm; call "
-                            "model.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),),
+            expect=((12, 1, "clip_grad_norm_ clips each FSDP shard by its own norm; call "
+                            "model.clip_grad_norm_(max_norm)",
+                     "torch.nn.utils.clip_grad_norm_ gets the parameters of `model`, FSDP-wrapped at line 10: "
+                     "each rank clips its gradient shard by a different factor. Call the root FSDP wrapper's "
+                     "clip_grad_norm_, on every rank."),),
             title="a wrapper returned by a helper",
         ),
     )
@@ -76,7 +82,9 @@ class ClipGradNormOnFsdp(Rule):
             owner = dotted(params.func.value)
             wrap = flow.wrapper_at(owner, call) or ctx.get(HelperWraps).wrapper_at(owner, call)
             if wrap is not None and wrap.kind == "v1":
-                yield self.diagnostic(ctx, call, (
-                    f"torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped `{owner}` "
-                    f"(line {wrap.call.lineno}) clips each rank's gradient shard by its own norm; call "
-                    f"{owner}.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"))
+                yield self.diagnostic(
+                    ctx, call, f"clip_grad_norm_ clips each FSDP shard by its own norm; call "
+                    f"{owner}.clip_grad_norm_(max_norm)",
+                    help=(f"torch.nn.utils.clip_grad_norm_ gets the parameters of `{owner}`, FSDP-wrapped at line "
+                          f"{wrap.call.lineno}: each rank clips its gradient shard by a different factor. Call the "
+                          "root FSDP wrapper's clip_grad_norm_, on every rank."))

@@ -45,16 +45,17 @@ class FsdpRootOnlyMethod(Rule):
         Example(
             FSDP1 + "\ninner = FSDP(Block())\nmodel = FSDP(Net(inner))\nmodel(x).sum().backward()\n"
             "inner.clip_grad_norm_(1.0)\n",
-            expect=((6, 1, "clip_grad_norm_() on `inner`, an FSDP wrapper nested inside `model` (line 4): "
-                           "FSDP asserts that only the root instance calls it; call model.clip_grad_norm_() "
-                           "on the outermost wrapper"),),
+            expect=((6, 1, "clip_grad_norm_() on `inner`, a nested FSDP wrapper, fails; call "
+                           "model.clip_grad_norm_()",
+                     "`inner` is nested inside `model` (line 4), and FSDP asserts that only the root "
+                     "(outermost) instance calls clip_grad_norm_()."),),
         ),
         Example(
             FSDP1 + "\ndef train(model, batches):\n    model.layer = FSDP(model.layer)\n    model = FSDP(model)\n"
             "    with model.layer.no_sync():\n        model(batches[0]).sum().backward()\n",
-            expect=((6, 10, "no_sync() on `model.layer`, an FSDP wrapper nested inside `model` (line 5): FSDP "
-                            "asserts that only the root instance calls it; call model.no_sync() on the outermost "
-                            "wrapper"),),
+            expect=((6, 10, "no_sync() on `model.layer`, a nested FSDP wrapper, fails; call model.no_sync()",
+                     "`model.layer` is nested inside `model` (line 5), and FSDP asserts that only the root "
+                     "(outermost) instance calls no_sync()."),),
             title="an attribute wrapped in place before its parent",
         ),
     )
@@ -86,11 +87,11 @@ class FsdpRootOnlyMethod(Rule):
             if found is not None:
                 root = _root(parents, found)
                 where = f"`{root.target}`" if root.target else "another FSDP wrap"
-                fix = f"call {root.target}.{node.func.attr}()" if root.target else f"call {node.func.attr}()"
-                yield self.diagnostic(ctx, node, (
-                    f"{node.func.attr}() on `{name}`, an FSDP wrapper nested inside {where} (line "
-                    f"{root.call.lineno}): FSDP asserts that only the root instance calls it; {fix} on the "
-                    "outermost wrapper"))
+                fix = f"call {root.target}.{node.func.attr}()" if root.target else "call it on the outermost wrapper"
+                yield self.diagnostic(
+                    ctx, node, f"{node.func.attr}() on `{name}`, a nested FSDP wrapper, fails; {fix}",
+                    help=(f"`{name}` is nested inside {where} (line {root.call.lineno}), and FSDP asserts that only "
+                          f"the root (outermost) instance calls {node.func.attr}()."))
 
 
 def _nested_wrapper(flow: FlowFacts, inners: List[Wrap], parents: Dict[int, Wrap], at: Position) -> Optional[Wrap]:

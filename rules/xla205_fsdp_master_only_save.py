@@ -65,34 +65,36 @@ class FsdpMasterOnlySave(Rule):
     invalid = (
         Example(
             HEADER + "\nmodel = FSDP(Net())\nxla_compat.save(model.state_dict(), '/tmp/model.pt')\n",
-            expect=((6, 1, "xla_compat.save() writes only the master's shard of FSDP model `model` (line 5): "
-                           "master_only defaults to True; save every rank's shard with master_only=False, a "
-                           "rank-suffixed path and model.get_shard_metadata()"),),
+            expect=((6, 1, "xla_compat.save() saves only the master's shard of `model`; pass master_only=False",
+                     "`model` is FSDP-wrapped at line 5, and master_only defaults to True. Save every rank's "
+                     "shard with master_only=False, a rank-suffixed path and model.get_shard_metadata()."),),
         ),
         Example(
             HEADER + XM + "\ndef train(net):\n    model = FSDP(net)\n"
             "    ckpt = {'model': model.state_dict(), 'shard_metadata': model.get_shard_metadata()}\n"
             "    xm.save(ckpt, f'/tmp/rank-{xr.global_ordinal()}.pth', master_only=True)\n",
-            expect=((9, 59, "xm.save(master_only=True) writes only the master's shard of FSDP model `model` "
-                            "(line 7); save every rank's shard with master_only=False, a rank-suffixed path and "
-                            "model.get_shard_metadata()"),),
+            expect=((9, 59, "xm.save(master_only=True) saves only the master's shard of `model`; pass "
+                            "master_only=False",
+                     "`model` is FSDP-wrapped at line 7. Save every rank's shard with master_only=False, a "
+                     "rank-suffixed path and model.get_shard_metadata()."),),
             title="an explicit master_only=True, in a training function",
         ),
         Example(
             HEADER + XM + "\nclass Trainer:\n    def fit(self):\n        self.model = FSDP(self.model)\n"
             "        state = self.model.state_dict()\n        xm.save({'model': state}, '/tmp/model.pt')\n",
-            expect=((10, 9, "xm.save() writes only the master's shard of FSDP model `self.model` (line 8): "
-                            "master_only defaults to True; save every rank's shard with master_only=False, a "
-                            "rank-suffixed path and self.model.get_shard_metadata()"),),
+            expect=((10, 9, "xm.save() saves only the master's shard of `self.model`; pass master_only=False",
+                     "`self.model` is FSDP-wrapped at line 8, and master_only defaults to True. Save every "
+                     "rank's shard with master_only=False, a rank-suffixed path and "
+                     "self.model.get_shard_metadata()."),),
             title="through a variable and a dict",
         ),
         Example(
             HEADER + XM + "\n\ndef save(state, path):\n    if xm.is_master_ordinal():\n"
             "        torch.save(state, path)\n\n\nmodel = Net()\nif use_fsdp:\n    model = FSDP(model)\n"
             "save({'model': model.state_dict()}, '/tmp/model.pt')\n",
-            expect=((15, 1, "save() writes only the master's shard of FSDP model `model` (line 14): it saves on the "
-                            "master only (line 9); save every rank's shard, with a rank-suffixed path and "
-                            "model.get_shard_metadata()"),),
+            expect=((15, 1, "save() saves only the master's shard of `model`; save every rank's shard",
+                     "`model` is FSDP-wrapped at line 14, and save() saves on the master only (line 9). Save "
+                     "every rank's shard, with a rank-suffixed path and model.get_shard_metadata()."),),
             title="a helper that saves on the master, a wrap under a flag",
         ),
     )
@@ -110,19 +112,24 @@ class FsdpMasterOnlySave(Rule):
             if state is None:
                 continue
             model, line = state.model, state.wrap.call.lineno
-            where = f"line {line}" if state.passed is None else f"line {line}, passed on line {state.passed.lineno}"
-            fix = (f"save every rank's shard with master_only=False, a rank-suffixed path and "
-                   f"{model}.get_shard_metadata()")
+            passed = "" if state.passed is None else f" (passed on line {state.passed.lineno})"
+            wrapped = f"`{model}` is FSDP-wrapped at line {line}{passed}"
+            every_rank = f"a rank-suffixed path and {model}.get_shard_metadata()"
             if save.helper:
-                yield self.diagnostic(ctx, save.call, f"{save.callee}() writes only the master's shard of FSDP "
-                                                      f"model `{model}` ({where}): it saves on the master only "
-                                                      f"({save.helper}); save every rank's shard, with a "
-                                                      f"rank-suffixed path and {model}.get_shard_metadata()")
+                yield self.diagnostic(
+                    ctx, save.call, f"{save.callee}() saves only the master's shard of `{model}`; save every "
+                    "rank's shard",
+                    help=(f"{wrapped}, and {save.callee}() saves on the master only ({save.helper}). Save every "
+                          f"rank's shard, with {every_rank}."))
             elif save.master_only is None:
-                yield self.diagnostic(ctx, save.call, f"{save.callee}() writes only the master's shard of FSDP "
-                                                      f"model `{model}` ({where}): master_only defaults to "
-                                                      f"True; {fix}")
+                yield self.diagnostic(
+                    ctx, save.call, f"{save.callee}() saves only the master's shard of `{model}`; pass "
+                    "master_only=False",
+                    help=(f"{wrapped}, and master_only defaults to True. Save every rank's shard with "
+                          f"master_only=False, {every_rank}."))
             else:
                 node = next((k for k in save.call.keywords if k.value is save.master_only), save.master_only)
-                yield self.diagnostic(ctx, node, f"{save.callee}(master_only=True) writes only the master's shard "
-                                                 f"of FSDP model `{model}` ({where}); {fix}")
+                yield self.diagnostic(
+                    ctx, node, f"{save.callee}(master_only=True) saves only the master's shard of `{model}`; "
+                    "pass master_only=False",
+                    help=f"{wrapped}. Save every rank's shard with master_only=False, {every_rank}.")

@@ -56,18 +56,20 @@ class FsdpSharedShardPath(Rule):
             HEADER + "\nmodel = FSDP(Net())\n"
             "ckpt = {'model': model.state_dict(), 'shard_metadata': model.get_shard_metadata()}\n"
             "xla_compat.save(ckpt, '/tmp/ckpt.pth', master_only=False)\n",
-            expect=((7, 23, "every rank saves its shard of FSDP model `model` (line 5) to the same path, so the "
-                            "shards overwrite each other; put the rank in the file name, e.g. "
-                            "f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'"),),
+            expect=((7, 23, "every rank saves its shard of FSDP `model` to this same path; put the rank in the "
+                            "file name",
+                     "`model` is FSDP-wrapped at line 5: the ranks' shards overwrite each other. Name the file "
+                     "e.g. f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'."),),
         ),
         Example(
             HEADER + XM + "\ndef train(args, net):\n    model = FSDP(net)\n"
             "    ckpt = {'model': model.state_dict(), 'shard_metadata': model.get_shard_metadata()}\n"
             "    path = f'{args.output_dir}/checkpoint.pth'\n"
             "    xm.save(ckpt, path, master_only=False)\n",
-            expect=((10, 19, "every rank saves its shard of FSDP model `model` (line 7) to the same path, so the "
-                             "shards overwrite each other; put the rank in the file name, e.g. "
-                             "f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'"),),
+            expect=((10, 19, "every rank saves its shard of FSDP `model` to this same path; put the rank in "
+                             "the file name",
+                     "`model` is FSDP-wrapped at line 7: the ranks' shards overwrite each other. Name the file "
+                     "e.g. f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'."),),
             title="an f-string whose parts hold no rank",
         ),
     )
@@ -82,7 +84,9 @@ class FsdpSharedShardPath(Rule):
             state = facts.fsdp_state(save.data)
             if state is None or facts.path_kind(save.path) != SAME:
                 continue
-            yield self.diagnostic(ctx, save.path, (
-                f"every rank saves its shard of FSDP model `{state.model}` (line {state.wrap.call.lineno}) to the "
-                "same path, so the shards overwrite each other; put the rank in the file name, e.g. "
-                "f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'"))
+            yield self.diagnostic(
+                ctx, save.path, f"every rank saves its shard of FSDP `{state.model}` to this same path; put the rank "
+                "in the file name",
+                help=(f"`{state.model}` is FSDP-wrapped at line {state.wrap.call.lineno}: the ranks' shards "
+                      "overwrite each other. Name the file e.g. "
+                      "f'{prefix}_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'."))

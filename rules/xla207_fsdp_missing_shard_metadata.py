@@ -61,25 +61,30 @@ class FsdpMissingShardMetadata(Rule):
             HEADER + "\nmodel = FSDP(Net())\nckpt = {'model': model.state_dict(), 'step': step}\n"
             "path = f'/tmp/ckpt_rank-{xr.global_ordinal()}-of-{xr.world_size()}.pth'\n"
             "xla_compat.save(ckpt, path, master_only=False)\n",
-            expect=((8, 17, "per-rank checkpoint of FSDP model `model` (line 5) has no shard metadata, which "
-                            "consolidate_sharded_model_checkpoints needs to merge the shards; add "
-                            "'shard_metadata': model.get_shard_metadata() to the dict"),),
+            expect=((8, 17, "per-rank checkpoint of FSDP `model` has no shard metadata; add "
+                            "model.get_shard_metadata()",
+                     "`model` is FSDP-wrapped at line 5: consolidate_sharded_model_checkpoints needs the shard "
+                     "metadata to merge the shards; add 'shard_metadata': model.get_shard_metadata() to the "
+                     "dict."),),
         ),
         Example(
             HEADER + XM + "\ndef train(net):\n    model = FSDP(net)\n    rank = xr.global_ordinal()\n"
             "    xm.save(model.state_dict(), f'/tmp/model_rank-{rank}.pth', master_only=False)\n",
-            expect=((9, 13, "per-rank checkpoint of FSDP model `model` (line 7) is only its state_dict(), "
-                            "without the shard metadata that consolidate_sharded_model_checkpoints needs to merge "
-                            "the shards; save {'model': model.state_dict(), "
-                            "'shard_metadata': model.get_shard_metadata()}"),),
+            expect=((9, 13, "per-rank checkpoint of FSDP `model` has no shard metadata; add "
+                            "model.get_shard_metadata()",
+                     "`model` is FSDP-wrapped at line 7 and this is only its state_dict(): "
+                     "consolidate_sharded_model_checkpoints needs the shard metadata to merge the shards; save "
+                     "{'model': model.state_dict(), 'shard_metadata': model.get_shard_metadata()}."),),
             title="the bare state dict",
         ),
         Example(
             HEADER + "import torch\n\nmodel = FSDP(Net())\n"
             "torch.save({'model': model.state_dict()}, f'/tmp/ckpt_rank-{xr.global_ordinal()}.pth')\n",
-            expect=((7, 12, "per-rank checkpoint of FSDP model `model` (line 6) has no shard metadata, which "
-                            "consolidate_sharded_model_checkpoints needs to merge the shards; add "
-                            "'shard_metadata': model.get_shard_metadata() to the dict"),),
+            expect=((7, 12, "per-rank checkpoint of FSDP `model` has no shard metadata; add "
+                            "model.get_shard_metadata()",
+                     "`model` is FSDP-wrapped at line 6: consolidate_sharded_model_checkpoints needs the shard "
+                     "metadata to merge the shards; add 'shard_metadata': model.get_shard_metadata() to the "
+                     "dict."),),
             title="torch.save to a rank-suffixed path",
         ),
     )
@@ -96,16 +101,14 @@ class FsdpMissingShardMetadata(Rule):
                 continue
             state, bare = found
             model, line = state.model, state.wrap.call.lineno
-            if bare:
-                message = (f"per-rank checkpoint of FSDP model `{model}` (line {line}) is only its state_dict(), "
-                           "without the shard metadata that consolidate_sharded_model_checkpoints needs to merge "
-                           f"the shards; save {{'model': {model}.state_dict(), "
-                           f"'shard_metadata': {model}.get_shard_metadata()}}")
-            else:
-                message = (f"per-rank checkpoint of FSDP model `{model}` (line {line}) has no shard metadata, "
-                           "which consolidate_sharded_model_checkpoints needs to merge the shards; add "
-                           f"'shard_metadata': {model}.get_shard_metadata() to the dict")
-            yield self.diagnostic(ctx, save.data, message)
+            metadata = f"'shard_metadata': {model}.get_shard_metadata()"
+            fix = (f"save {{'model': {model}.state_dict(), {metadata}}}" if bare
+                   else f"add {metadata} to the dict")
+            yield self.diagnostic(
+                ctx, save.data, f"per-rank checkpoint of FSDP `{model}` has no shard metadata; add "
+                f"{model}.get_shard_metadata()",
+                help=(f"`{model}` is FSDP-wrapped at line {line}{' and this is only its state_dict()' if bare else ''}"
+                      f": consolidate_sharded_model_checkpoints needs the shard metadata to merge the shards; {fix}."))
 
 
 def _per_rank(facts: CheckpointFacts, save: Save) -> bool:

@@ -74,30 +74,32 @@ class FsdpUnguardedConsolidation(Rule):
             HEADER + "\ndef _mp_fn(index):\n    model = FSDP(Net())\n" + SAVE +
             "    consolidate_sharded_model_checkpoints(ckpt_prefix='/tmp/ckpt', ckpt_suffix='_rank-*-of-*.pth')\n\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
-            expect=((11, 5, "consolidate_sharded_model_checkpoints() runs on every rank (`_mp_fn` is launched "
-                            "on every rank by torch_xla.launch, line 14): each process loads all the shards and "
-                            "writes the same consolidated file; call it once, on the master "
-                            "(`if xm.is_master_ordinal(local=False):`), after a barrier"),),
+            expect=((11, 5, "consolidate_sharded_model_checkpoints() runs on every rank; run it once, on the "
+                            "master",
+                     "`_mp_fn` is launched on every rank by torch_xla.launch, line 14: each process loads all "
+                     "the shards and writes the same consolidated file. Call it under `if "
+                     "xm.is_master_ordinal(local=False):`, after a barrier."),),
         ),
         Example(
             HEADER + "\ndef consolidate(flags):\n    if flags.ckpt_consolidation:\n"
             "        consolidate_sharded_model_checkpoints(ckpt_prefix=flags.prefix)\n\n"
             "def _mp_fn(index, flags):\n    train(flags)\n    consolidate(flags)\n\n"
             "torch_xla.launch(_mp_fn, args=(flags,))\n",
-            expect=((10, 9, "consolidate_sharded_model_checkpoints() runs on every rank (`consolidate` is called "
-                            "from `_mp_fn`, line 14, which runs on every rank): each process loads all the shards "
-                            "and writes the same consolidated file; call it once, on the master "
-                            "(`if xm.is_master_ordinal(local=False):`), after a barrier"),),
+            expect=((10, 9, "consolidate_sharded_model_checkpoints() runs on every rank; run it once, on the "
+                            "master",
+                     "`consolidate` is called from `_mp_fn`, line 14, which runs on every rank: each process "
+                     "loads all the shards and writes the same consolidated file. Call it under `if "
+                     "xm.is_master_ordinal(local=False):`, after a barrier."),),
             title="called from a launched function, under a test that is not a master check",
         ),
         Example(
             HEADER + "import functools\n\ndef run(index, prefix):\n"
             "    xla_compat.consolidate_sharded(prefix, world=8, save_path=prefix + '.pth')\n\n"
             "torch_xla.launch(functools.partial(run, prefix='/tmp/ckpt'))\n",
-            expect=((10, 5, "xla_compat.consolidate_sharded() runs on every rank (`run` is launched on every rank "
-                            "by torch_xla.launch, line 12): each process loads all the shards and writes the same "
-                            "consolidated file; call it once, on the master "
-                            "(`if xm.is_master_ordinal(local=False):`), after a barrier"),),
+            expect=((10, 5, "xla_compat.consolidate_sharded() runs on every rank; run it once, on the master",
+                     "`run` is launched on every rank by torch_xla.launch, line 12: each process loads all the "
+                     "shards and writes the same consolidated file. Call it under `if "
+                     "xm.is_master_ordinal(local=False):`, after a barrier."),),
             title="the companion in a launched function",
         ),
     )
@@ -114,9 +116,10 @@ class FsdpUnguardedConsolidation(Rule):
                 continue
             effect = "loads all the shards and writes the same consolidated file" if _writes(ref) else \
                 "loads all the shards into host memory"
-            yield self.diagnostic(ctx, ref.call, (
-                f"{ref.written_prefix(ref.qualname)}() runs on every rank ({reason}): each process {effect}; "
-                "call it once, on the master (`if xm.is_master_ordinal(local=False):`), after a barrier"))
+            yield self.diagnostic(
+                ctx, ref.call, f"{ref.written_prefix(ref.qualname)}() runs on every rank; run it once, on the master",
+                help=(f"{reason}: each process {effect}. Call it under "
+                      "`if xm.is_master_ordinal(local=False):`, after a barrier."))
 
 
 def _writes(ref: Reference) -> bool:

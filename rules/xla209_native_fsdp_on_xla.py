@@ -54,16 +54,19 @@ class NativeFsdpOnXla(Rule):
         Example(
             "import torch_xla\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n"
             "model = FSDP(Net().to(torch_xla.device()))\n",
-            expect=((4, 9, "PyTorch's FSDP (torch.distributed.fsdp.FullyShardedDataParallel) does not support "
-                           "XLA devices; use torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
-                           "(SpmdFullyShardedDataParallel) under SPMD"),),
+            expect=((4, 9, "PyTorch's FullyShardedDataParallel does not support XLA devices; use "
+                           "XlaFullyShardedDataParallel",
+                     "torch.distributed.fsdp.FullyShardedDataParallel is PyTorch's FSDP. Use "
+                     "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
+                     "(SpmdFullyShardedDataParallel) under SPMD."),),
         ),
         Example(
             "import torch_xla.core.xla_model as xm\nfrom torch.distributed.fsdp import fully_shard\n\n"
             "def main():\n    model = Net().to(xm.xla_device())\n    fully_shard(model)\n",
-            expect=((6, 5, "PyTorch's FSDP (torch.distributed.fsdp.fully_shard) does not support XLA devices; use "
-                           "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
-                           "(SpmdFullyShardedDataParallel) under SPMD"),),
+            expect=((6, 5, "PyTorch's fully_shard does not support XLA devices; use XlaFullyShardedDataParallel",
+                     "torch.distributed.fsdp.fully_shard is PyTorch's FSDP. Use "
+                     "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
+                     "(SpmdFullyShardedDataParallel) under SPMD."),),
             title="fully_shard (FSDP2)",
         ),
     )
@@ -85,10 +88,12 @@ class NativeFsdpOnXla(Rule):
                 continue  # this code chooses between the wrappers
             if not any(r.qualname in XLA_DEVICE for r in inside):
                 continue
-            yield self.diagnostic(ctx, ref.call, (
-                f"PyTorch's FSDP (torch.distributed.fsdp.{ref.qualname.rsplit('.', 1)[-1]}) does not support "
-                "XLA devices; use torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
-                "(SpmdFullyShardedDataParallel) under SPMD"))
+            leaf = ref.qualname.rsplit('.', 1)[-1]
+            yield self.diagnostic(
+                ctx, ref.call, f"PyTorch's {leaf} does not support XLA devices; use XlaFullyShardedDataParallel",
+                help=(f"torch.distributed.fsdp.{leaf} is PyTorch's FSDP. Use "
+                      "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
+                      "(SpmdFullyShardedDataParallel) under SPMD."))
 
 
 def _function_of(parents: Parents, node: ast.AST) -> Optional[ast.AST]:

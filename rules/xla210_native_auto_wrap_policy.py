@@ -37,19 +37,23 @@ class NativeAutoWrapPolicy(Rule):
             HEADER + "from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
             "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
             "model = FSDP(Net(), auto_wrap_policy=policy)\n",
-            expect=((6, 21, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.transformer_auto_wrap_policy, "
-                            "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
-                            "argument 'unwrapped_params'); use "
-                            "torch_xla.distributed.fsdp.wrap.transformer_auto_wrap_policy"),),
+            expect=((6, 21, "PyTorch's transformer_auto_wrap_policy fails in torch_xla's FSDP; use torch_xla's "
+                            "own",
+                     "auto_wrap_policy comes from torch.distributed.fsdp.wrap.transformer_auto_wrap_policy, "
+                     "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
+                     "argument 'unwrapped_params'). Use "
+                     "torch_xla.distributed.fsdp.wrap.transformer_auto_wrap_policy."),),
         ),
         Example(
             HEADER + "import torch.distributed.fsdp.wrap as wrap\n\n"
             "model = FSDP(Net(), auto_wrap_policy=functools.partial(wrap.size_based_auto_wrap_policy, "
             "min_num_params=1e6))\n",
-            expect=((5, 21, "auto_wrap_policy comes from torch.distributed.fsdp.wrap.size_based_auto_wrap_policy, "
-                            "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
-                            "argument 'unwrapped_params'); use "
-                            "torch_xla.distributed.fsdp.wrap.size_based_auto_wrap_policy"),),
+            expect=((5, 21, "PyTorch's size_based_auto_wrap_policy fails in torch_xla's FSDP; use torch_xla's "
+                            "own",
+                     "auto_wrap_policy comes from torch.distributed.fsdp.wrap.size_based_auto_wrap_policy, "
+                     "which torch_xla's FSDP calls with the wrong arguments (TypeError: unexpected keyword "
+                     "argument 'unwrapped_params'). Use "
+                     "torch_xla.distributed.fsdp.wrap.size_based_auto_wrap_policy."),),
             title="a module alias and an inline partial",
         ),
     )
@@ -65,10 +69,11 @@ class NativeAutoWrapPolicy(Rule):
             native = _native_policy(keyword.value, flow, wrap.call)
             if native:
                 leaf = native.rsplit(".", 1)[-1]
-                yield self.diagnostic(ctx, keyword, (
-                    f"auto_wrap_policy comes from {native}, which torch_xla's FSDP calls with the wrong arguments "
-                    "(TypeError: unexpected keyword argument 'unwrapped_params'); use "
-                    f"torch_xla.distributed.fsdp.wrap.{leaf}"))
+                yield self.diagnostic(
+                    ctx, keyword, f"PyTorch's {leaf} fails in torch_xla's FSDP; use torch_xla's own",
+                    help=(f"auto_wrap_policy comes from {native}, which torch_xla's FSDP calls with the wrong "
+                          "arguments (TypeError: unexpected keyword argument 'unwrapped_params'). Use "
+                          f"torch_xla.distributed.fsdp.wrap.{leaf}."))
 
 
 def _native_policy(node: ast.AST, flow: FlowFacts, at: ast.AST, depth: int = 0) -> Optional[str]:

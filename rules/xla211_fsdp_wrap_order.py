@@ -53,29 +53,33 @@ class FsdpWrapOrder(Rule):
     invalid = (
         Example(
             FSDP1 + "\nmodel = Net()\nmodel = FSDP(model)\nmodel.layer = FSDP(model.layer)\n",
-            expect=((5, 15, "`model.layer` is wrapped with FSDP after its parent `model` (line 4): the parent "
-                            "wrap already sharded its parameters, so this wrap shards nothing and is no nested "
-                            "FSDP unit; wrap inner modules first, then the parent"),),
+            expect=((5, 15, "`model.layer` is wrapped with FSDP after its parent `model`; wrap inner modules "
+                            "first",
+                     "The parent wrap (line 4) already sharded its parameters, so this wrap shards nothing and "
+                     "is no nested FSDP unit. Wrap inner modules first, then the parent."),),
         ),
         Example(
             FSDP1 + "\nmodel = FSDP(FSDP(Net()))\n",
-            expect=((3, 9, f"FSDP wraps a module that is already an FSDP wrapper: raises {ALREADY_WRAPPED}; "
-                           "wrap each module once, inner modules first, then the parent"),),
+            expect=((3, 9, "FSDP wraps a module that is already an FSDP wrapper; wrap it once",
+                     "It raises RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'. Wrap "
+                     "each module once, inner modules first, then the parent."),),
             title="a wrapper wrapped again",
         ),
         Example(
             FSDP1 + "\ndef build(net):\n    model = FSDP(net)\n    return FSDP(model)\n",
-            expect=((5, 12, f"FSDP wraps `model`, which is already an FSDP wrapper (line 4): raises "
-                            f"{ALREADY_WRAPPED}; wrap each module once, inner modules first, then the parent"),),
+            expect=((5, 12, "FSDP wraps `model`, already an FSDP wrapper; wrap it once",
+                     "`model` is wrapped at line 4, so this raises RuntimeError 'Cannot wrap a module that is "
+                     "already wrapped with FSDP'. Wrap each module once, inner modules first, then the parent."),),
             title="through a name",
         ),
         Example(
             FSDP1 + POLICY + "\nblock = FSDP(Block())\n"
             "model = FSDP(Net(block), auto_wrap_policy=always_wrap_policy)\n",
-            expect=((5, 26, "auto_wrap_policy= on a module that contains `block`, already wrapped with FSDP "
-                            "(line 4): raises ValueError 'Expected <name> to NOT be FullyShardedDataParallel if "
-                            "using an `auto_wrap_policy`'; use auto_wrap_policy alone, or manual inner wraps "
-                            "without it"),),
+            expect=((5, 26, "auto_wrap_policy= over a module holding an FSDP wrapper; use the policy or manual "
+                            "wraps",
+                     "The module contains `block`, already wrapped with FSDP (line 4), so it raises ValueError "
+                     "'Expected <name> to NOT be FullyShardedDataParallel if using an `auto_wrap_policy`'. Use "
+                     "auto_wrap_policy alone, or manual inner wraps without it."),),
             title="a manual inner wrap under auto-wrapping",
         ),
     )
@@ -89,23 +93,24 @@ class FsdpWrapOrder(Rule):
             found = (_double_wrap(flow, wrap, by_call) or _late_inner_wrap(flow, wrap)
                      or _manual_under_auto_wrap(flow, wrap, by_call))
             if found:
-                node, message = found
-                yield self.diagnostic(ctx, node, message)
+                node, message, help = found
+                yield self.diagnostic(ctx, node, message, help=help)
 
 
-Finding = Optional[Tuple[ast.AST, str]]
+Finding = Optional[Tuple[ast.AST, str, str]]  # node, message, help
 
 
 def _double_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
-    tail = "wrap each module once, inner modules first, then the parent"
+    tail = "Wrap each module once, inner modules first, then the parent."
     inner = by_call.get(id(wrap.inner))
     if inner is not None and inner.kind == wrap.kind:
-        return wrap.call, (f"{wrap.label} wraps a module that is already an {wrap.label} wrapper: raises "
-                           f"{ALREADY_WRAPPED}; {tail}")
+        return (wrap.call, f"{wrap.label} wraps a module that is already an {wrap.label} wrapper; wrap it once",
+                f"It raises {ALREADY_WRAPPED}. {tail}")
     earlier = flow.wrapped_names(wrap.at.scope, wrap.at.order).get(wrap.wrapped or "")
     if earlier is not None and earlier.kind == wrap.kind and flow.runs_before(earlier.at, wrap.at):
-        return wrap.call, (f"{wrap.label} wraps `{wrap.wrapped}`, which is already an {wrap.label} wrapper "
-                           f"(line {earlier.call.lineno}): raises {ALREADY_WRAPPED}; {tail}")
+        return (wrap.call, f"{wrap.label} wraps `{wrap.wrapped}`, already an {wrap.label} wrapper; wrap it once",
+                f"`{wrap.wrapped}` is wrapped at line {earlier.call.lineno}, so this raises {ALREADY_WRAPPED}. "
+                f"{tail}")
     return None
 
 
@@ -119,10 +124,10 @@ def _late_inner_wrap(flow: FlowFacts, wrap: Wrap) -> Finding:
             if outer.kind == wrap.kind and parent in (outer.target, outer.wrapped) and \
                     flow.runs_before(outer.at, wrap.at) and \
                     not flow.rebound_between(parent, scope, outer.at.order, wrap.at.order):
-                return wrap.call, (f"`{wrap.wrapped}` is wrapped with {wrap.label} after its parent `{parent}` "
-                                   f"(line {outer.call.lineno}): the parent wrap already sharded its parameters, "
-                                   "so this wrap shards nothing and is no nested FSDP unit; wrap inner modules "
-                                   "first, then the parent")
+                return (wrap.call, f"`{wrap.wrapped}` is wrapped with {wrap.label} after its parent `{parent}`; "
+                        "wrap inner modules first",
+                        f"The parent wrap (line {outer.call.lineno}) already sharded its parameters, so this wrap "
+                        "shards nothing and is no nested FSDP unit. Wrap inner modules first, then the parent.")
     return None
 
 
@@ -131,12 +136,13 @@ def _manual_under_auto_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap
     if policy is None or (type(policy.value) is ast.Constant and policy.value.value is None) or wrap.inner is None:
         return None
     name = "FullyShardedDataParallel" if wrap.kind == "v1" else "SpmdFullyShardedDataParallel"
-    raises = (f"raises ValueError 'Expected <name> to NOT be {name} if using an `auto_wrap_policy`'; use "
-              "auto_wrap_policy alone, or manual inner wraps without it")
+    message = f"auto_wrap_policy= over a module holding an {wrap.label} wrapper; use the policy or manual wraps"
+    raises = f"ValueError 'Expected <name> to NOT be {name} if using an `auto_wrap_policy`'"
+    instead = "Use auto_wrap_policy alone, or manual inner wraps without it."
     if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in walk([wrap.inner])):
-        return policy, f"auto_wrap_policy= on a module that contains an {wrap.label} wrapper: {raises}"
+        return policy, message, f"It raises {raises}. {instead}"
     for inner in flow.wraps:
         if inner.kind == wrap.kind and flow.nested_in(inner, wrap):
-            return policy, (f"auto_wrap_policy= on a module that contains `{inner.target}`, already wrapped with "
-                            f"{wrap.label} (line {inner.call.lineno}): {raises}")
+            return policy, message, (f"The module contains `{inner.target}`, already wrapped with {wrap.label} "
+                                     f"(line {inner.call.lineno}), so it raises {raises}. {instead}")
     return None

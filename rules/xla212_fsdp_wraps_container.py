@@ -52,15 +52,19 @@ class FsdpWrapsContainer(Rule):
     invalid = (
         Example(
             FSDP1 + "\nmodel = FSDP(nn.ModuleList([Block() for _ in range(4)]))\n",
-            expect=((4, 14, f"FSDP wraps an nn.ModuleList, which has no forward(): {RAISES}; wrap each block in "
-                            "it, or the module whose forward() calls them"),),
+            expect=((4, 14, "FSDP wraps an nn.ModuleList, which has no forward(); wrap each block in it",
+                     "FSDP raises RuntimeError 'The module wrapped by FSDP *must define a `forward` "
+                     "method*...'. Wrap each block in it, or the module whose forward() calls them."),),
         ),
         Example(
             FSDP1 + "\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.heads = nn.ModuleDict({'a': Head(), 'b': Head()})\n"
             "        self.heads = FSDP(self.heads)\n",
-            expect=((8, 27, f"FSDP wraps `self.heads`, an nn.ModuleDict (line 7), which has no forward(): "
-                            f"{RAISES}; wrap each module in it, or the module whose forward() calls them"),),
+            expect=((8, 27, "FSDP wraps `self.heads`, an nn.ModuleDict without forward(); wrap each module in "
+                            "it",
+                     "`self.heads` is an nn.ModuleDict (line 7), and FSDP raises RuntimeError 'The module "
+                     "wrapped by FSDP *must define a `forward` method*...'. Wrap each module in it, or the "
+                     "module whose forward() calls them."),),
             title="through a name bound in the same function",
         ),
     )
@@ -76,20 +80,27 @@ class FsdpWrapsContainer(Rule):
         for wrap in flow.wraps:
             kind = containers.get(id(wrap.inner))
             if kind is not None:
-                yield self.diagnostic(ctx, wrap.inner, (
-                    f"{wrap.label} wraps an {kind}, which has no forward(): {RAISES}; {_instead(kind)}"))
+                yield self.diagnostic(
+                    ctx, wrap.inner, f"{wrap.label} wraps an {kind}, which has no forward(); {_instead(kind)}",
+                    help=f"{wrap.label} {RAISES}. {_alternatives(kind)}")
                 continue
             bound = _bound_container(flow, wrap, containers)
             if bound is not None:
                 kind, line = bound
-                yield self.diagnostic(ctx, wrap.inner, (
-                    f"{wrap.label} wraps `{wrap.wrapped}`, an {kind} (line {line}), which has no forward(): "
-                    f"{RAISES}; {_instead(kind)}"))
+                yield self.diagnostic(
+                    ctx, wrap.inner, f"{wrap.label} wraps `{wrap.wrapped}`, an {kind} without forward(); "
+                    f"{_instead(kind)}",
+                    help=(f"`{wrap.wrapped}` is an {kind} (line {line}), and {wrap.label} {RAISES}. "
+                          f"{_alternatives(kind)}"))
 
 
 def _instead(kind: str) -> str:
+    return f"wrap each {'block' if kind.endswith('List') else 'module'} in it"
+
+
+def _alternatives(kind: str) -> str:
     what = "block" if kind.endswith("List") else "module"
-    return f"wrap each {what} in it, or the module whose forward() calls them"
+    return f"Wrap each {what} in it, or the module whose forward() calls them."
 
 
 def _bound_container(flow: FlowFacts, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:

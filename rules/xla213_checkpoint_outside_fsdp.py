@@ -48,23 +48,24 @@ class CheckpointOutsideFsdp(Rule):
     invalid = (
         Example(
             FSDP1 + "\nmodel = checkpoint_module(FSDP(Net()))\n",
-            expect=((3, 9, "checkpoint_module() is applied to an FSDP wrapper; checkpoint the module before "
-                           "wrapping it: FSDP(checkpoint_module(module))"),),
+            expect=((3, 9, "checkpoint_module() is applied to an FSDP wrapper; checkpoint the module first",
+                     "Checkpoint the module before wrapping it: FSDP(checkpoint_module(module))."),),
         ),
         Example(
             FSDP2 + "\ndef build(net, mesh):\n    model = FSDPv2(net, mesh=mesh)\n"
             "    model = checkpoint_module(model)\n    return model\n",
-            expect=((8, 13, "checkpoint_module() is applied to `model`, already an FSDPv2 wrapper (line 7); "
-                            "checkpoint the module before wrapping it: FSDPv2(checkpoint_module(module), "
-                            "mesh=mesh)"),),
+            expect=((8, 13, "checkpoint_module() is applied to `model`, already an FSDPv2 wrapper; checkpoint "
+                            "the module first",
+                     "`model` is wrapped at line 7. Checkpoint the module before wrapping it: "
+                     "FSDPv2(checkpoint_module(module), mesh=mesh)."),),
             title="FSDPv2, through a name",
         ),
         Example(
             FSDP1 + "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n\n"
             "model = FSDP(Net(), auto_wrap_policy=always_wrap_policy,\n"
             "             auto_wrapper_callable=lambda m, *a, **k: checkpoint_module(FSDP(m, *a, **k)))\n",
-            expect=((5, 55, "checkpoint_module() is applied to an FSDP wrapper; checkpoint the module before "
-                            "wrapping it: FSDP(checkpoint_module(module))"),),
+            expect=((5, 55, "checkpoint_module() is applied to an FSDP wrapper; checkpoint the module first",
+                     "Checkpoint the module before wrapping it: FSDP(checkpoint_module(module))."),),
             title="inside an auto_wrapper_callable",
         ),
     )
@@ -82,15 +83,18 @@ class CheckpointOutsideFsdp(Rule):
             label = kinds.get(id(argument))
             if label is not None:
                 yield self.diagnostic(ctx, call, f"checkpoint_module() is applied to an {label} wrapper; "
-                                                 f"checkpoint the module before wrapping it: {_instead(label)}")
+                                                 "checkpoint the module first",
+                                      help=f"Checkpoint the module before wrapping it: {_instead(label)}.")
                 continue
             name = dotted(argument)
             wrap = flow.wrapper_at(name, call)
             at = flow.position(call)
             if wrap is not None and at is not None and flow.runs_before(wrap.at, at):
-                yield self.diagnostic(ctx, call, (
-                    f"checkpoint_module() is applied to `{name}`, already an {wrap.label} wrapper (line "
-                    f"{wrap.call.lineno}); checkpoint the module before wrapping it: {_instead(wrap.label)}"))
+                yield self.diagnostic(
+                    ctx, call, f"checkpoint_module() is applied to `{name}`, already an {wrap.label} wrapper; "
+                    "checkpoint the module first",
+                    help=(f"`{name}` is wrapped at line {wrap.call.lineno}. Checkpoint the module before wrapping it: "
+                          f"{_instead(wrap.label)}."))
 
 
 def _instead(label: str) -> str:

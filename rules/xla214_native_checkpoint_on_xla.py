@@ -9,7 +9,7 @@ NATIVE = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint
 # Using one of these means the file already knows the XLA variant (e.g. it picks one per device).
 XLA_CHECKPOINTING = ("torch_xla.utils.checkpoint.", "torch_xla.distributed.fsdp.checkpoint_module",
                      "torch_xla.distributed.fsdp.utils.checkpoint_module")
-FAILS = ("is not XLA-aware: it fails on XLA tensors (torch 2.9: AttributeError: module 'torch' has no attribute "
+FAILS = ("fails on XLA tensors (torch 2.9: AttributeError: module 'torch' has no attribute "
          "'xla') and lacks the optimization barrier XLA needs")
 
 
@@ -61,15 +61,20 @@ class NativeCheckpointOnXla(Rule):
         Example(
             "import torch_xla\nfrom torch.utils.checkpoint import checkpoint\n\n"
             "def forward(self, x):\n    return checkpoint(self.block, x, use_reentrant=False)\n",
-            expect=((5, 12, f"torch.utils.checkpoint.checkpoint() {FAILS}; use "
-                            "torch_xla.utils.checkpoint.checkpoint()"),),
+            expect=((5, 12, "torch.utils.checkpoint.checkpoint() is not XLA-aware; use "
+                            "torch_xla.utils.checkpoint.checkpoint()",
+                     "It fails on XLA tensors (torch 2.9: AttributeError: module 'torch' has no attribute "
+                     "'xla') and lacks the optimization barrier XLA needs."),),
         ),
         Example(
             "import torch\nimport torch_xla.core.xla_model as xm\n\n"
             "out = torch.utils.checkpoint.checkpoint_sequential(model, 4, x)\n",
-            expect=((4, 7, f"torch.utils.checkpoint.checkpoint_sequential() {FAILS}; checkpoint each segment "
-                           "with torch_xla.utils.checkpoint.checkpoint(), or wrap the blocks with "
-                           "checkpoint_module() from torch_xla.distributed.fsdp"),),
+            expect=((4, 7, "torch.utils.checkpoint.checkpoint_sequential() is not XLA-aware; use torch_xla's "
+                           "checkpoint()",
+                     "It fails on XLA tensors (torch 2.9: AttributeError: module 'torch' has no attribute "
+                     "'xla') and lacks the optimization barrier XLA needs. Checkpoint each segment with "
+                     "torch_xla.utils.checkpoint.checkpoint(), or wrap the blocks with checkpoint_module() "
+                     "from torch_xla.distributed.fsdp."),),
             title="checkpoint_sequential",
         ),
     )
@@ -87,7 +92,11 @@ class NativeCheckpointOnXla(Rule):
             return
         for ref in native:
             leaf = ref.qualname.rsplit(".", 1)[-1]
-            instead = ("use torch_xla.utils.checkpoint.checkpoint()" if leaf == "checkpoint" else
-                       "checkpoint each segment with torch_xla.utils.checkpoint.checkpoint(), or wrap the blocks "
-                       "with checkpoint_module() from torch_xla.distributed.fsdp")
-            yield self.diagnostic(ctx, ref.call, f"torch.utils.checkpoint.{leaf}() {FAILS}; {instead}")
+            if leaf == "checkpoint":
+                instead, detail = "torch_xla.utils.checkpoint.checkpoint()", ""
+            else:
+                instead, detail = "torch_xla's checkpoint()", (
+                    " Checkpoint each segment with torch_xla.utils.checkpoint.checkpoint(), or wrap the blocks "
+                    "with checkpoint_module() from torch_xla.distributed.fsdp.")
+            yield self.diagnostic(ctx, ref.call, f"torch.utils.checkpoint.{leaf}() is not XLA-aware; use {instead}",
+                                  help=f"It {FAILS}.{detail}")

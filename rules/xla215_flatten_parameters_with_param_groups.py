@@ -49,20 +49,20 @@ class FlattenParametersWithParamGroups(Rule):
         Example(
             FSDP1 + "\nmodel = FSDP(Net(), flatten_parameters=True)\n" + GROUPS
             + "optimizer = torch.optim.AdamW(groups, lr=1e-4)\n",
-            expect=((9, 31, "optimizer parameter groups split the parameters of `model`, which "
-                            "FSDP(flatten_parameters=True) (line 4) merges into one flat parameter: one "
-                            "group silently gets all of it and the others nothing; keep flatten_parameters=False "
-                            "(the default) to use parameter groups"),),
+            expect=((9, 31, "parameter groups split `model`, which FSDP flattens; keep flatten_parameters=False",
+                     "FSDP(flatten_parameters=True) (line 4) merges the parameters of `model` into one flat "
+                     "parameter: one group silently gets all of it and the others nothing. Keep "
+                     "flatten_parameters=False (the default) to use parameter groups."),),
         ),
         Example(
             FSDP1 + "\ndef build(net):\n    model = FSDP(net, flatten_parameters=True)\n"
             "    decay = [p for n, p in model.named_parameters() if n.endswith('weight')]\n"
             "    rest = [p for n, p in model.named_parameters() if not n.endswith('weight')]\n"
             "    return torch.optim.SGD([{'params': decay, 'weight_decay': 1e-4}, {'params': rest}], lr=0.1)\n",
-            expect=((8, 28, "optimizer parameter groups split the parameters of `model`, which "
-                            "FSDP(flatten_parameters=True) (line 5) merges into one flat parameter: one "
-                            "group silently gets all of it and the others nothing; keep flatten_parameters=False "
-                            "(the default) to use parameter groups"),),
+            expect=((8, 28, "parameter groups split `model`, which FSDP flattens; keep flatten_parameters=False",
+                     "FSDP(flatten_parameters=True) (line 5) merges the parameters of `model` into one flat "
+                     "parameter: one group silently gets all of it and the others nothing. Keep "
+                     "flatten_parameters=False (the default) to use parameter groups."),),
             title="groups built inline from named parameter lists",
         ),
     )
@@ -88,11 +88,12 @@ class FlattenParametersWithParamGroups(Rule):
                 if _flattens(wrap) and flow.wrapper_at(wrap.target, call) is wrap and \
                         flow.runs_before(wrap.at, at) and (built is at or flow.runs_before(wrap.at, built)) and \
                         _split_groups(flow, groups, wrap, at):
-                    yield self.diagnostic(ctx, argument, (
-                        f"optimizer parameter groups split the parameters of `{wrap.target}`, which "
-                        f"FSDP(flatten_parameters=True) (line {wrap.call.lineno}) merges into one flat parameter: "
-                        "one group silently gets all of it and the others nothing; keep flatten_parameters=False "
-                        "(the default) to use parameter groups"))
+                    yield self.diagnostic(
+                        ctx, argument, f"parameter groups split `{wrap.target}`, which FSDP flattens; keep "
+                        "flatten_parameters=False",
+                        help=(f"FSDP(flatten_parameters=True) (line {wrap.call.lineno}) merges the parameters of "
+                              f"`{wrap.target}` into one flat parameter: one group silently gets all of it and the "
+                              "others nothing. Keep flatten_parameters=False (the default) to use parameter groups."))
                     break
 
 

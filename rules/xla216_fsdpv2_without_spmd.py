@@ -46,24 +46,27 @@ class FsdpV2WithoutSpmd(Rule):
     invalid = (
         Example(
             FSDP2 + SPMD + "\nmesh = xs.get_1d_mesh('fsdp')\nmodel = FSDPv2(Net(), mesh=mesh)\n",
-            expect=((8, 9, "FSDPv2 needs SPMD, but this program never calls use_spmd(): the wrap fails with "
-                           "RuntimeError (Please enable SPMD via torch_xla.runtime.use_spmd()); call "
-                           "torch_xla.runtime.use_spmd() at the start of the program"),),
+            expect=((8, 9, "FSDPv2 fails without SPMD; call torch_xla.runtime.use_spmd() at the start of the "
+                           "program",
+                     "This program never calls use_spmd(): the wrap fails with RuntimeError (Please enable "
+                     "SPMD via torch_xla.runtime.use_spmd())."),),
         ),
         Example(
             FSDP2 + SPMD + "\ndef main():\n    mesh = xs.get_1d_mesh('fsdp')\n"
             "    model = FSDPv2(Net(), mesh=mesh)\n\nif __name__ == '__main__':\n    main()\n",
-            expect=((9, 13, "FSDPv2 needs SPMD, but this program never calls use_spmd(): the wrap fails with "
-                            "RuntimeError (Please enable SPMD via torch_xla.runtime.use_spmd()); call "
-                            "torch_xla.runtime.use_spmd() at the start of the program"),),
+            expect=((9, 13, "FSDPv2 fails without SPMD; call torch_xla.runtime.use_spmd() at the start of the "
+                            "program",
+                     "This program never calls use_spmd(): the wrap fails with RuntimeError (Please enable "
+                     "SPMD via torch_xla.runtime.use_spmd())."),),
             title="a script with a main function",
         ),
         Example(
             SPMD + "import torch\n\nmesh = xs.Mesh(list(range(8)), (8,), ('data',))\n"
             "x = torch.zeros(16, 128, device='xla')\nxs.mark_sharding(x, mesh, ('data', None))\n",
-            expect=((7, 1, "mark_sharding() needs SPMD, but this program never calls use_spmd(): it fails with "
-                           "RuntimeError (Please enable SPMD via torch_xla.runtime.use_spmd()); call "
-                           "torch_xla.runtime.use_spmd() at the start of the program"),),
+            expect=((7, 1, "mark_sharding() fails without SPMD; call torch_xla.runtime.use_spmd() at the start "
+                           "of the program",
+                     "This program never calls use_spmd(): it fails with RuntimeError (Please enable SPMD via "
+                     "torch_xla.runtime.use_spmd())."),),
             title="plain SPMD sharding",
         ),
     )
@@ -88,8 +91,9 @@ class FsdpV2WithoutSpmd(Rule):
             first = next((c for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset))
                           if runs_as_program(ctx, c)), None)
             if first is not None:
-                yield self.diagnostic(ctx, first, (
-                    f"{what} needs SPMD, but this program never calls use_spmd(): {fails} with RuntimeError "
-                    "(Please enable SPMD via torch_xla.runtime.use_spmd()); call torch_xla.runtime.use_spmd() "
-                    "at the start of the program"))
+                yield self.diagnostic(
+                    ctx, first, f"{what} fails without SPMD; call torch_xla.runtime.use_spmd() at the start of "
+                    "the program",
+                    help=(f"This program never calls use_spmd(): {fails} with RuntimeError (Please enable SPMD via "
+                          "torch_xla.runtime.use_spmd())."))
                 return

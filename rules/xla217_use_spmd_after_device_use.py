@@ -45,16 +45,18 @@ class UseSpmdAfterDeviceUse(Rule):
     invalid = (
         Example(
             HEADER + "\nmodel = Net().to('xla')\nxr.use_spmd()\n",
-            expect=((6, 1, "use_spmd() is called after the XLA device was used (line 5): torch_xla then "
-                           "replicates every tensor already on the device to force SPMD mode; call use_spmd() "
-                           "first, at the start of the program"),),
+            expect=((6, 1, "use_spmd() is called after the XLA device was used; call it first, at the start of "
+                           "the program",
+                     "The device is used at line 5: torch_xla then replicates every tensor already on the "
+                     "device to force SPMD mode."),),
         ),
         Example(
             HEADER + "import torch_xla.core.xla_model as xm\n\ndef main():\n    device = xm.xla_device()\n"
             "    x = torch.randn(4, 4, device=device)\n    xr.use_spmd()\n",
-            expect=((9, 5, "use_spmd() is called after the XLA device was used (line 7): torch_xla then "
-                           "replicates every tensor already on the device to force SPMD mode; call use_spmd() "
-                           "first, at the start of the program"),),
+            expect=((9, 5, "use_spmd() is called after the XLA device was used; call it first, at the start of "
+                           "the program",
+                     "The device is used at line 7: torch_xla then replicates every tensor already on the "
+                     "device to force SPMD mode."),),
             title="taking the device is enough",
         ),
     )
@@ -83,7 +85,8 @@ class UseSpmdAfterDeviceUse(Rule):
                        and where is not None and within(at, where)]
             if earlier:
                 first = min(use.lineno for use in earlier)
-                yield self.diagnostic(ctx, call, (
-                    f"use_spmd() is called after the XLA device was used (line {first}): torch_xla then "
-                    "replicates every tensor already on the device to force SPMD mode; call use_spmd() first, "
-                    "at the start of the program"))
+                yield self.diagnostic(
+                    ctx, call, "use_spmd() is called after the XLA device was used; call it first, at the start of "
+                    "the program",
+                    help=(f"The device is used at line {first}: torch_xla then replicates every tensor already on "
+                          "the device to force SPMD mode."))

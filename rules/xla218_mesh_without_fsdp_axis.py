@@ -46,23 +46,25 @@ class MeshWithoutFsdpAxis(Rule):
     invalid = (
         Example(
             HEADER + "mesh = xs.Mesh(np.arange(8), (4, 2), ('data', 'model'))\nmodel = FSDPv2(Net(), mesh=mesh)\n",
-            expect=((9, 38, "mesh axes ('data', 'model') have no 'fsdp' axis, but the mesh goes to FSDPv2 (line 10), "
-                            "which raises ValueError (The mesh must have an axis named 'fsdp'); name the axis "
-                            "FSDPv2 shards over 'fsdp', e.g. ('fsdp', 'model')"),),
+            expect=((9, 38, "mesh axes ('data', 'model') have no 'fsdp' axis for FSDPv2; name the one it "
+                            "shards over 'fsdp'",
+                     "The mesh goes to FSDPv2 (line 10), which raises ValueError (The mesh must have an axis "
+                     "named 'fsdp'). E.g. ('fsdp', 'model')."),),
         ),
         Example(
             HEADER + "def main():\n    mesh = xs.get_1d_mesh('data')\n    xs.set_global_mesh(mesh)\n"
             "    return FSDPv2(Net())\n",
-            expect=((10, 27, "mesh axes ('data',) have no 'fsdp' axis, but the mesh goes to FSDPv2 (line 12), "
-                             "which raises ValueError (The mesh must have an axis named 'fsdp'); name the axis "
-                             "FSDPv2 shards over 'fsdp', e.g. ('fsdp', 'model')"),),
+            expect=((10, 27, "mesh axes ('data',) have no 'fsdp' axis for FSDPv2; name the one it shards over "
+                             "'fsdp'",
+                     "The mesh goes to FSDPv2 (line 12), which raises ValueError (The mesh must have an axis "
+                     "named 'fsdp'). E.g. ('fsdp', 'model')."),),
             title="a global mesh",
         ),
         Example(
             HEADER + "model = FSDPv2(Net(), mesh=xs.Mesh(np.arange(8), (8,)))\n",
-            expect=((9, 28, "the mesh has no axis names, but it goes to FSDPv2 (line 9), which needs an axis "
-                            "named 'fsdp' and raises TypeError; name the axes, e.g. "
-                            "xs.Mesh(device_ids, (num_devices, 1), ('fsdp', 'model'))"),),
+            expect=((9, 28, "the mesh has no axis names, but FSDPv2 needs an 'fsdp' axis; name the axes",
+                     "The mesh goes to FSDPv2 (line 9), which raises TypeError without an axis named 'fsdp'. "
+                     "E.g. xs.Mesh(device_ids, (num_devices, 1), ('fsdp', 'model'))."),),
             title="no axis names at all",
         ),
     )
@@ -98,17 +100,17 @@ class MeshWithoutFsdpAxis(Rule):
                 continue
             reported.add(id(mesh))
             node, axes = problem
-            where = f"(line {wrap.call.lineno})"
             if axes is None:
                 example = "xs.get_1d_mesh('fsdp')" if builders[id(mesh)] == "get_1d_mesh" else \
                     "xs.Mesh(device_ids, (num_devices, 1), ('fsdp', 'model'))"
-                message = (f"the mesh has no axis names, but it goes to FSDPv2 {where}, which needs an axis named "
-                           f"'fsdp' and raises TypeError; name the axes, e.g. {example}")
+                message = "the mesh has no axis names, but FSDPv2 needs an 'fsdp' axis; name the axes"
+                help = (f"The mesh goes to FSDPv2 (line {wrap.call.lineno}), which raises TypeError without an axis "
+                        f"named 'fsdp'. E.g. {example}.")
             else:
-                message = (f"mesh axes {axes!r} have no 'fsdp' axis, but the mesh goes to FSDPv2 {where}, which "
-                           "raises ValueError (The mesh must have an axis named 'fsdp'); name the axis FSDPv2 "
-                           "shards over 'fsdp', e.g. ('fsdp', 'model')")
-            yield self.diagnostic(ctx, node, message)
+                message = f"mesh axes {axes!r} have no 'fsdp' axis for FSDPv2; name the one it shards over 'fsdp'"
+                help = (f"The mesh goes to FSDPv2 (line {wrap.call.lineno}), which raises ValueError (The mesh must "
+                        "have an axis named 'fsdp'). E.g. ('fsdp', 'model').")
+            yield self.diagnostic(ctx, node, message, help=help)
 
 
 def _mesh_of(flow: FlowFacts, wrap: Wrap, global_sets: List[Tuple[ast.Call, Position]],

@@ -42,17 +42,17 @@ class FsdpV2WithoutMesh(Rule):
     invalid = (
         Example(
             HEADER + "model = FSDPv2(Net())\n",
-            expect=((8, 9, "FSDPv2 without mesh= in a program that never sets a global mesh: it raises "
-                           "ValueError (No mesh is provided and no global mesh is set); pass mesh=mesh, or call "
-                           "xs.set_global_mesh(mesh) before wrapping"),),
+            expect=((8, 9, "FSDPv2 without mesh= and without a global mesh raises ValueError; pass mesh=mesh",
+                     "This program never sets a global mesh: FSDPv2 raises ValueError (No mesh is provided and "
+                     "no global mesh is set). Pass mesh=mesh, or call xs.set_global_mesh(mesh) before wrapping."),),
         ),
         Example(
             HEADER + "from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy\n\n"
             "def main():\n    model = FSDPv2(Net(), auto_wrap_policy=transformer_auto_wrap_policy)\n\n"
             "if __name__ == '__main__':\n    main()\n",
-            expect=((11, 13, "FSDPv2 without mesh= in a program that never sets a global mesh: it raises "
-                             "ValueError (No mesh is provided and no global mesh is set); pass mesh=mesh, or call "
-                             "xs.set_global_mesh(mesh) before wrapping"),),
+            expect=((11, 13, "FSDPv2 without mesh= and without a global mesh raises ValueError; pass mesh=mesh",
+                     "This program never sets a global mesh: FSDPv2 raises ValueError (No mesh is provided and "
+                     "no global mesh is set). Pass mesh=mesh, or call xs.set_global_mesh(mesh) before wrapping."),),
             title="the official example without its set_global_mesh",
         ),
     )
@@ -68,7 +68,8 @@ class FsdpV2WithoutMesh(Rule):
                 and not any(type(a) is ast.Starred for a in wrap.call.args)]
         for call in bare:
             if runs_as_program(ctx, call):
-                yield self.diagnostic(ctx, call, (
-                    "FSDPv2 without mesh= in a program that never sets a global mesh: it raises ValueError "
-                    "(No mesh is provided and no global mesh is set); pass mesh=mesh, or call "
-                    "xs.set_global_mesh(mesh) before wrapping"))
+                yield self.diagnostic(
+                    ctx, call, "FSDPv2 without mesh= and without a global mesh raises ValueError; pass mesh=mesh",
+                    help=("This program never sets a global mesh: FSDPv2 raises ValueError (No mesh is provided and "
+                          "no global mesh is set). Pass mesh=mesh, or call xs.set_global_mesh(mesh) before "
+                          "wrapping."))

@@ -55,19 +55,21 @@ class FsdpV2OutputNotSharded(Rule):
         Example(
             HEADER + "mesh = xs.get_1d_mesh('fsdp')\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
             "model = FSDPv2(model, mesh=mesh)\n",
-            expect=((11, 9, "FSDPv2 wraps a Hugging Face model (line 10) without shard_output=: its forward "
-                            "returns a ModelOutput, which the default output sharding rejects (RuntimeError: The "
-                            "output type is not supported); pass shard_output=fn that marks the logits, e.g. "
-                            "xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))"),),
+            expect=((11, 9, "FSDPv2 wraps a Hugging Face model without shard_output=; pass one that marks the "
+                            "logits",
+                     "The model (line 10) returns a ModelOutput from forward, which the default output "
+                     "sharding rejects (RuntimeError: The output type is not supported). Pass shard_output=fn "
+                     "that marks the logits, e.g. xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))."),),
         ),
         Example(
             HEADER + "import transformers\nfrom torch_xla.distributed.fsdp import checkpoint_module\n\n"
             "xs.set_global_mesh(xs.get_1d_mesh('fsdp'))\n"
             "model = FSDPv2(checkpoint_module(transformers.LlamaForCausalLM(config)))\n",
-            expect=((13, 9, "FSDPv2 wraps a Hugging Face model (line 13) without shard_output=: its forward "
-                            "returns a ModelOutput, which the default output sharding rejects (RuntimeError: The "
-                            "output type is not supported); pass shard_output=fn that marks the logits, e.g. "
-                            "xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))"),),
+            expect=((13, 9, "FSDPv2 wraps a Hugging Face model without shard_output=; pass one that marks the "
+                            "logits",
+                     "The model (line 13) returns a ModelOutput from forward, which the default output "
+                     "sharding rejects (RuntimeError: The output type is not supported). Pass shard_output=fn "
+                     "that marks the logits, e.g. xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))."),),
             title="built in place, with gradient checkpointing",
         ),
     )
@@ -95,11 +97,13 @@ class FsdpV2OutputNotSharded(Rule):
         for wrap in wraps:
             model = _hf_build(flow, wrap.inner, wrap.at, builds, unwrapping)
             if model is not None:
-                yield self.diagnostic(ctx, wrap.call, (
-                    f"FSDPv2 wraps a Hugging Face model (line {model.lineno}) without shard_output=: its forward "
-                    "returns a ModelOutput, which the default output sharding rejects (RuntimeError: The output "
-                    "type is not supported); pass shard_output=fn that marks the logits, e.g. "
-                    "xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))"))
+                yield self.diagnostic(
+                    ctx, wrap.call, "FSDPv2 wraps a Hugging Face model without shard_output=; pass one that marks "
+                    "the logits",
+                    help=(f"The model (line {model.lineno}) returns a ModelOutput from forward, which the default "
+                          "output sharding rejects (RuntimeError: The output type is not supported). Pass "
+                          "shard_output=fn that marks the logits, e.g. "
+                          "xs.mark_sharding(output.logits, mesh, ('fsdp', None, None))."))
 
 
 def _is_hf_model(qualname: str) -> bool:

@@ -48,24 +48,28 @@ class SpmdWithMultiprocess(Rule):
         Example(
             HEADER + "\ndef train(index):\n    pass\n\nif __name__ == '__main__':\n    xr.use_spmd()\n"
             "    torch_xla.launch(train)\n",
-            expect=((9, 5, "torch_xla.launch() in a program that enables SPMD (use_spmd() on line 8): it raises "
-                           "NotImplementedError (launch function does not support SPMD at this time); SPMD runs "
-                           "one process per host: call the training function directly"),),
+            expect=((9, 5, "torch_xla.launch() under SPMD raises NotImplementedError; call the training "
+                           "function directly",
+                     "use_spmd() on line 8 enables SPMD, and launch() raises NotImplementedError (launch "
+                     "function does not support SPMD at this time): SPMD runs one process per host."),),
         ),
         Example(
             HEADER + "import torch_xla.distributed.xla_multiprocessing as xmp\n\ndef _mp_fn(index):\n"
             "    xr.use_spmd()\n\nif __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
-            expect=((9, 5, "xmp.spawn() in a program that enables SPMD (use_spmd() on line 6): SPMD runs one "
-                           "process per host that drives every device, and cannot be mixed with one process per "
-                           "device; call the training function directly"),),
+            expect=((9, 5, "xmp.spawn() under SPMD starts one process per device; call the training function "
+                           "directly",
+                     "use_spmd() on line 6 enables SPMD, which runs one process per host that drives every "
+                     "device and cannot be mixed with one process per device."),),
             title="use_spmd() in each worker",
         ),
         Example(
             HEADER + "import torch.distributed as dist\nimport torch_xla.distributed.xla_backend\n\n"
             "xr.use_spmd()\ndist.init_process_group('xla', init_method='xla://')\n",
-            expect=((7, 1, "init_process_group('xla') in a program that enables SPMD (use_spmd() on line 6): the "
-                           "XLA backend asserts 'XLA backend is not supported with SPMD'; use a CPU process group "
-                           "(backend='gloo') for host-side coordination"),),
+            expect=((7, 1, "init_process_group('xla') under SPMD fails; use backend='gloo' for host-side "
+                           "coordination",
+                     "use_spmd() on line 6 enables SPMD, and the XLA backend asserts 'XLA backend is not "
+                     "supported with SPMD'. Use a CPU process group (backend='gloo') for host-side "
+                     "coordination."),),
             title="the XLA process group",
         ),
     )
@@ -91,7 +95,8 @@ class SpmdWithMultiprocess(Rule):
                 continue
             enable = _enabling(call, kind, at, enables, flow, ctx.tree, worker, single)
             if enable is not None:
-                yield self.diagnostic(ctx, call, _message(kind, enable.lineno))
+                message, help = _message(kind, enable.lineno)
+                yield self.diagnostic(ctx, call, message, help=help)
 
 
 def _enabling(call: ast.Call, kind: str, at: Place, enables: List[ast.Call], flow: FlowFacts,
@@ -113,16 +118,20 @@ def _enabling(call: ast.Call, kind: str, at: Place, enables: List[ast.Call], flo
     return None
 
 
-def _message(kind: str, line: int) -> str:
-    where = f"in a program that enables SPMD (use_spmd() on line {line})"
+def _message(kind: str, line: int) -> Tuple[str, str]:
+    """(message, help) for a multi-process start in a program whose use_spmd() is on ``line``."""
+    enabled = f"use_spmd() on line {line} enables SPMD"
     if kind == "launch":
-        return (f"torch_xla.launch() {where}: it raises NotImplementedError (launch function does not support SPMD "
-                "at this time); SPMD runs one process per host: call the training function directly")
+        return ("torch_xla.launch() under SPMD raises NotImplementedError; call the training function directly",
+                f"{enabled}, and launch() raises NotImplementedError (launch function does not support SPMD at "
+                "this time): SPMD runs one process per host.")
     if kind == "spawn":
-        return (f"xmp.spawn() {where}: SPMD runs one process per host that drives every device, and cannot be "
-                "mixed with one process per device; call the training function directly")
-    return (f"init_process_group('xla') {where}: the XLA backend asserts 'XLA backend is not supported with SPMD'; "
-            "use a CPU process group (backend='gloo') for host-side coordination")
+        return ("xmp.spawn() under SPMD starts one process per device; call the training function directly",
+                f"{enabled}, which runs one process per host that drives every device and cannot be mixed with "
+                "one process per device.")
+    return ("init_process_group('xla') under SPMD fails; use backend='gloo' for host-side coordination",
+            f"{enabled}, and the XLA backend asserts 'XLA backend is not supported with SPMD'. Use a CPU process "
+            "group (backend='gloo') for host-side coordination.")
 
 
 def _xla_backend(call: ast.Call) -> bool:

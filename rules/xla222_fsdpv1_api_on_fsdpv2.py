@@ -11,15 +11,17 @@ from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
 
-CHECKPOINT_ADVICE = ("save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
-                     "from torch_xla.experimental.distributed_checkpoint")
-# FSDPv1 method -> what to do under FSDPv2 instead ({0} is the wrapper's name)
+CHECKPOINT_ADVICE = ("Save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
+                     "from torch_xla.experimental.distributed_checkpoint.")
+# FSDPv1 method -> (what to do under FSDPv2 instead, why and how in full; {0} is the wrapper's name)
 METHODS = {
-    "clip_grad_norm_": "use torch.nn.utils.clip_grad_norm_({0}.parameters(), max_norm): under SPMD the parameters "
-                       "are global tensors",
-    "get_shard_metadata": "FSDPv2 writes no per-rank shard files; " + CHECKPOINT_ADVICE,
-    "no_sync": "drop it: SPMD has no separate gradient reduction to skip, so run backward on each micro-batch "
-               "before optimizer.step()",
+    "clip_grad_norm_": ("use torch.nn.utils.clip_grad_norm_",
+                        "Use torch.nn.utils.clip_grad_norm_({0}.parameters(), max_norm): under SPMD the parameters "
+                        "are global tensors."),
+    "get_shard_metadata": ("use torch.distributed.checkpoint",
+                           "FSDPv2 writes no per-rank shard files. " + CHECKPOINT_ADVICE),
+    "no_sync": ("drop it", "SPMD has no separate gradient reduction to skip, so run backward on each micro-batch "
+                           "before optimizer.step()."),
 }
 HEADER = FSDP2 + SPMD + "import torch\n\nxr.use_spmd()\nmesh = xs.get_1d_mesh('fsdp')\n"
 
@@ -55,26 +57,31 @@ class FsdpV1ApiOnFsdpV2(Rule):
     invalid = (
         Example(
             HEADER + "model = FSDPv2(Net(), mesh=mesh)\nmodel(x).sum().backward()\nmodel.clip_grad_norm_(1.0)\n",
-            expect=((12, 1, "model.clip_grad_norm_() on the FSDPv2 wrapper `model` (line 10): "
-                            "SpmdFullyShardedDataParallel has no clip_grad_norm_ (an FSDPv1 method), so this "
-                            "raises AttributeError; use torch.nn.utils.clip_grad_norm_(model.parameters(), "
-                            "max_norm): under SPMD the parameters are global tensors"),),
+            expect=((12, 1, "model.clip_grad_norm_() raises AttributeError on FSDPv2; use "
+                            "torch.nn.utils.clip_grad_norm_",
+                     "`model` is an FSDPv2 wrapper (line 10): SpmdFullyShardedDataParallel has no "
+                     "clip_grad_norm_ (an FSDPv1 method). Use "
+                     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm): under SPMD the parameters "
+                     "are global tensors."),),
         ),
         Example(
             HEADER + "class Trainer:\n    def __init__(self):\n        self.model = FSDPv2(Net(), mesh=mesh)\n\n"
             "    def step(self, batches):\n        with self.model.no_sync():\n"
             "            self.model(batches[0]).sum().backward()\n",
-            expect=((15, 14, "self.model.no_sync() on the FSDPv2 wrapper `self.model` (line 12): "
-                             "SpmdFullyShardedDataParallel has no no_sync (an FSDPv1 method), so this raises "
-                             "AttributeError; drop it: SPMD has no separate gradient reduction to skip, so run "
-                             "backward on each micro-batch before optimizer.step()"),),
+            expect=((15, 14, "self.model.no_sync() raises AttributeError on FSDPv2; drop it",
+                     "`self.model` is an FSDPv2 wrapper (line 12): SpmdFullyShardedDataParallel has no no_sync "
+                     "(an FSDPv1 method). SPMD has no separate gradient reduction to skip, so run backward on "
+                     "each micro-batch before optimizer.step()."),),
             title="a trainer attribute",
         ),
         Example(
             HEADER + "from torch_xla.distributed.fsdp import consolidate_sharded_model_checkpoints\n\n"
             "model = FSDPv2(Net(), mesh=mesh)\nconsolidate_sharded_model_checkpoints('ckpt/', '_rank-*-of-*.pth')\n",
-            expect=((13, 1, "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files "
-                            "of FSDPv1, which FSDPv2 never writes; " + CHECKPOINT_ADVICE),),
+            expect=((13, 1, "consolidate_sharded_model_checkpoints() is FSDPv1-only; use "
+                            "torch.distributed.checkpoint",
+                     "It merges the per-rank shard files of FSDPv1, which FSDPv2 never writes. Save and load "
+                     "FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner from "
+                     "torch_xla.experimental.distributed_checkpoint."),),
             title="FSDPv1 checkpoint consolidation",
         ),
     )
@@ -86,9 +93,11 @@ class FsdpV1ApiOnFsdpV2(Rule):
         if all(ref.qualname in FSDP_V2 for ref in flow.fsdp_refs):
             for ref in ctx.get(SemanticModel).references:
                 if ref.call is not None and ref.qualname in CONSOLIDATE:
-                    yield self.diagnostic(ctx, ref.call, (
-                        "consolidate_sharded_model_checkpoints() with FSDPv2: it merges the per-rank shard files of "
-                        "FSDPv1, which FSDPv2 never writes; " + CHECKPOINT_ADVICE))
+                    yield self.diagnostic(
+                        ctx, ref.call, "consolidate_sharded_model_checkpoints() is FSDPv1-only; use "
+                        "torch.distributed.checkpoint",
+                        help="It merges the per-rank shard files of FSDPv1, which FSDPv2 never writes. " +
+                        CHECKPOINT_ADVICE)
         index = ctx.get(NodeIndex)
         calls = [node for node in index.of(ast.Call)
                  if type(node.func) is ast.Attribute and node.func.attr in METHODS]
@@ -102,10 +111,11 @@ class FsdpV1ApiOnFsdpV2(Rule):
                 continue
             wrap = flow.wrapper_at(name, call) or _attribute_wrap(flow, name, call, class_of)
             if wrap is not None and wrap.kind == "v2":
-                yield self.diagnostic(ctx, call, (
-                    f"{name}.{method}() on the FSDPv2 wrapper `{name}` (line {wrap.call.lineno}): "
-                    f"SpmdFullyShardedDataParallel has no {method} (an FSDPv1 method), so this raises "
-                    f"AttributeError; {METHODS[method].format(name)}"))
+                instead, detail = METHODS[method]
+                yield self.diagnostic(
+                    ctx, call, f"{name}.{method}() raises AttributeError on FSDPv2; {instead}",
+                    help=(f"`{name}` is an FSDPv2 wrapper (line {wrap.call.lineno}): SpmdFullyShardedDataParallel "
+                          f"has no {method} (an FSDPv1 method). {detail.format(name)}"))
 
 
 def _attribute_wrap(flow: FlowFacts, name: str, call: ast.Call, class_of: Dict[int, ast.ClassDef]) -> Optional[Wrap]:

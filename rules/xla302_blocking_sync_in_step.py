@@ -3,7 +3,7 @@ import ast
 from typing import Iterator
 
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
-from flake8_xla.graph import hands_off
+from flake8_xla.graph import EVALUATION_BATCH, hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import Parents, walk
 from flake8_xla.analysis.semantic import SemanticModel
@@ -75,17 +75,15 @@ class BlockingSyncInStep(Rule):
     invalid = (
         Example(
             LOOP + "    torch_xla.sync(wait=True)\n",
-            expect=((9, 5, "torch_xla.sync(wait=True) blocks the host on every training step (it waits for "
-                           "the device to finish): tracing no longer overlaps execution; use torch_xla.sync() "
-                           "and wait only where a result is needed, e.g. every N steps"),),
+            expect=((9, 5, "torch_xla.sync(wait=True) blocks the host on every training step; use torch_xla.sync()",
+                     "It waits for the device to finish: tracing no longer overlaps execution. Wait only where a "
+                     "result is needed, e.g. every N steps."),),
         ),
         Example(
             "import torch_xla.core.xla_model as xm\n\nfor epoch in range(10):\n    for data in loader:\n"
             "        model(data).sum().backward()\n        xm.optimizer_step(optimizer)\n"
             "        xm.wait_device_ops()\n    xm.wait_device_ops()\n",
-            expect=((7, 9, "xm.wait_device_ops() blocks the host on every training step (it waits for all device "
-                           "work): tracing no longer overlaps execution; move it after the loop, or run it every "
-                           "N steps"),),
+            expect=((7, 9, "xm.wait_device_ops() blocks the host on every training step; move it after the loop"),),
             title="the epoch loop around the step loop is fine",
         ),
     )
@@ -114,23 +112,23 @@ class BlockingSyncInStep(Rule):
             if region.kind != TRAINING_LOOP:
                 if ref.qualname in EVALUATION_BLOCKING and hands_off(region.kind) and regions.over_batches(region):
                     yield self.diagnostic(ctx, call, (
-                        f"{spelled}() blocks the host on every batch of an evaluation loop (it "
-                        f"{BLOCKING[ref.qualname]}): each batch waits for the device and the other replicas; "
-                        "accumulate on the device and reduce once after the loop"))
+                        f"{spelled}() blocks the host {EVALUATION_BATCH}; reduce once after the loop"), help=(
+                        f"It {BLOCKING[ref.qualname]}: each batch waits for the device and the other replicas. "
+                        "Accumulate on the device and reduce once after the loop."))
                 continue
             if ref.qualname in SYNCS:
                 wait = next((k.value for k in call.keywords if k.arg == "wait"), call.args[0] if call.args else None)
                 if not (type(wait) is ast.Constant and wait.value is True):
                     continue
                 yield self.diagnostic(ctx, call, (
-                    f"{spelled}(wait=True) blocks the host on every training step (it waits for the device to "
-                    f"finish): tracing no longer overlaps execution; use {spelled}() and wait only where a "
-                    "result is needed, e.g. every N steps"))
+                    f"{spelled}(wait=True) blocks the host on every training step; use {spelled}()"), help=(
+                    "It waits for the device to finish: tracing no longer overlaps execution. Wait only where a "
+                    "result is needed, e.g. every N steps."))
             else:
                 yield self.diagnostic(ctx, call, (
-                    f"{spelled}() blocks the host on every training step (it {BLOCKING[ref.qualname]}): tracing "
-                    "no longer overlaps execution; move it after the loop, or run it every N steps"))
-
+                    f"{spelled}() blocks the host on every training step; move it after the loop"), help=(
+                    f"It {BLOCKING[ref.qualname]}: tracing no longer overlaps execution. Move it after the loop, or "
+                    "run it every N steps."))
 
 
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "time.time_ns",

@@ -2,7 +2,8 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.graph import ACROSS_MODULES, hands_off, helper_reads, spelled, where
+from flake8_xla.graph import (ACROSS_MODULES, BUDGET, FIRST_LINE, abridged, fit, hands_off, helper_reads, runs,
+                              where)
 from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING
 from flake8_xla.analysis.loops import COMPILED, DYNAMO, called_from, hook_of
@@ -31,8 +32,10 @@ LOOP = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_l
         "for step, (data, target) in enumerate(pl.MpDeviceLoader(loader, device)):\n"
         "    optimizer.zero_grad()\n    loss = loss_fn(model(data), target)\n    loss.backward()\n"
         "    optimizer.step()\n")
-INSTEAD = ("keep the value on the device and read it every N steps (under `if step % N == 0:`) or in a step "
-           "closure (xla_compat.add_step_closure / xm.add_step_closure)")
+# the help of a read on every step, after where it runs
+CUT = "The pending graph is cut and run there and the host waits for it."
+INSTEAD = ("Keep the value on the device and read it every N steps (under `if step % N == 0:`) or in a step "
+           "closure (xla_compat.add_step_closure / xm.add_step_closure).")
 
 
 class HostSyncInStep(Rule):
@@ -94,13 +97,13 @@ class HostSyncInStep(Rule):
     invalid = (
         Example(
             LOOP + "    torch_xla.sync()\n    total += loss.item()\n",
-            expect=((14, 14, "loss.item() forces a device-to-host transfer on every training step: the pending graph "
-                             "is cut and run there and the host waits for it; " + INSTEAD),),
+            expect=((14, 14, "loss.item() copies to the host on every training step; read it every N steps",
+                     CUT + " " + INSTEAD),),
         ),
         Example(
             LOOP + "    print(f'loss: {loss}')\n",
-            expect=((13, 11, "formatting loss in an f-string forces a device-to-host transfer on every training "
-                             "step: the pending graph is cut and run there and the host waits for it; " + INSTEAD),),
+            expect=((13, 11, "formatting loss in an f-string copies to the host on every training step; read it "
+                             "every N steps"),),
             title="printing a tensor",
         ),
         Example(
@@ -108,18 +111,17 @@ class HostSyncInStep(Rule):
             "tokens = torch.zeros(1, 1, dtype=torch.long, device=torch_xla.device())\n"
             "for _ in range(32):\n    logits = model(tokens)\n    next_token = logits.argmax(-1)\n"
             "    generated.append(int(next_token))\n",
-            expect=((9, 22, "int(next_token) forces a device-to-host transfer on every iteration of a loop that "
-                            "runs the model: the pending graph is cut and run there and the host waits for it; "
-                            + INSTEAD),),
+            expect=((9, 22, "int(next_token) copies to the host on every model-loop iteration; read it every N steps",
+                     "It runs on every iteration of a loop that runs the model. " + CUT + " " + INSTEAD),),
             title="token-by-token generation",
         ),
         Example(
             "import torch_xla\n\n@torch_xla.compile\ndef train_step(data, target):\n"
             "    loss = loss_fn(model(data), target)\n    loss.backward()\n    optimizer.step()\n"
             "    return loss.item()\n",
-            expect=((8, 12, "loss.item() in a torch_xla.compile step forces a device-to-host transfer: the traced "
-                            "graph is cut and executed mid-step (with full_graph=True it raises); return the tensor "
-                            "from the step and read it outside, every N steps"),),
+            expect=((8, 12, "loss.item() copies to the host in a torch_xla.compile step; read it outside the step",
+                     "The traced graph is cut and executed mid-step (with full_graph=True it raises). Return the "
+                     "tensor from the step and read it outside, every N steps."),),
             title="inside a compiled step",
         ),
     )
@@ -132,36 +134,39 @@ class HostSyncInStep(Rule):
                 continue  # in a function another module calls per step: reported at that call (helper reads)
             logged = _progress_bar_value(ctx, node, region.kind) if type(node) is ast.Call else None
             if logged is not None:
-                yield self.diagnostic(ctx, node, (
-                    f"logging {spelled(logged, 'a tensor')} with prog_bar=True forces a device-to-host transfer "
-                    f"{where(region.kind)}: Lightning reads every progress-bar value (.item()) when the batch ends; "
-                    "log it without prog_bar=True (the logger reads it every log_every_n_steps) or with on_step=False"))
-                continue
-            label = self._read(ctx, node) if type(node) is not ast.Assign else _written_to_host(ctx, node)
-            if label is None and type(node) is ast.Call:
-                # a helper of another module of the project reads what the step passes it
-                label = next((r.label() for r in helper_reads(ctx, node)
-                              if not (r.copies and hands_off(region.kind))), None)
-            elif label is not None and hands_off(region.kind) and _copies_to_host(node):
-                continue  # evaluation/generation: a copy to the host is how results leave the device (XLA307)
-            if label is None:
+                rest = f" with prog_bar=True copies to the host {where(region.kind)}; drop prog_bar=True"
+                yield self.diagnostic(ctx, node, fit(logged, "a tensor", BUDGET - len(rest), "logging ") + rest, help=(
+                    f"{runs(region.kind)}Lightning reads every progress-bar value (.item()) when the batch ends. "
+                    "Log it without prog_bar=True (the logger reads it every log_every_n_steps) or with "
+                    "on_step=False."))
                 continue
             if region.kind == COMPILED:
-                message = (f"{label} in a torch_xla.compile step forces a device-to-host transfer: the traced graph "
-                           "is cut and executed mid-step (with full_graph=True it raises); return the tensor from the "
-                           "step and read it outside, every N steps")
+                rest = f" copies to the host {where(region.kind)}; read it outside the step"
+                hint = ("The traced graph is cut and executed mid-step (with full_graph=True it raises). Return the "
+                        "tensor from the step and read it outside, every N steps.")
             elif region.kind == DYNAMO:
-                message = (f'{label} in a torch.compile(backend="openxla") function breaks the graph: Dynamo splits '
-                           "the function around it and copies the value to the host; return the tensor and read it "
-                           "outside the compiled function")
+                rest = f" breaks the graph {where(region.kind)}; read it outside"
+                hint = ("Dynamo splits the function around it and copies the value to the host. Return the tensor and "
+                        "read it outside the compiled function.")
             else:
-                message = (f"{label} forces a device-to-host transfer {where(region.kind)}: the pending graph is cut "
-                           f"and run there and the host waits for it; {INSTEAD}")
-            yield self.diagnostic(ctx, node, message)
+                rest = f" copies to the host {where(region.kind)}; read it every N steps"
+                hint = f"{runs(region.kind)}{CUT} {INSTEAD}"
+            room = BUDGET - len(rest)  # for the label
+            label = self._read(ctx, node, room) if type(node) is not ast.Assign else _written_to_host(ctx, node, room)
+            if label is None and type(node) is ast.Call:
+                # a helper of another module of the project reads what the step passes it
+                helper = next((r for r in helper_reads(ctx, node) if not (r.copies and hands_off(region.kind))), None)
+                if helper is not None:
+                    label, hint = helper.label(room), f"{helper.detail()} {hint}"
+            elif label is not None and hands_off(region.kind) and _copies_to_host(node):
+                continue  # evaluation/generation: a copy to the host is how results leave the device (XLA307)
+            if label is not None:
+                yield self.diagnostic(ctx, node, label + rest, help=hint)
 
     @staticmethod
-    def _read(ctx: FileContext, node: ast.AST) -> Optional[str]:
-        """How the message names ``node`` when it reads a device tensor's value on the host, else None."""
+    def _read(ctx: FileContext, node: ast.AST, room: int) -> Optional[str]:
+        """How the message names ``node`` (within ``room`` where it can) when it reads a device tensor's
+        value on the host, else None."""
         tensors = ctx.get(TensorFacts)
 
         def kind(value: ast.AST) -> Optional[str]:
@@ -170,12 +175,12 @@ class HostSyncInStep(Rule):
         if type(node) is ast.JoinedStr:
             value = next((v.value for v in node.values if type(v) is ast.FormattedValue and kind(v.value) == DEVICE),
                          None)
-            return None if value is None else f"formatting {spelled(value, 'a tensor')} in an f-string"
+            return None if value is None else fit(value, "a tensor", room, "formatting ", " in an f-string")
         if type(node) is ast.BinOp:
             if type(node.op) is ast.Mod and type(node.left) is ast.Constant and isinstance(node.left.value, str):
                 values = node.right.elts if type(node.right) is ast.Tuple else [node.right]
                 value = next((v for v in values if kind(v) == DEVICE), None)
-                return None if value is None else f"formatting {spelled(value, 'a tensor')} with %"
+                return None if value is None else fit(value, "a tensor", room, "formatting ", " with %")
             return None
         func = node.func
         if type(func) is ast.Attribute:
@@ -185,21 +190,21 @@ class HostSyncInStep(Rule):
                     return None
                 if _copies_to_host(node) and _discarded(ctx, node):
                     return None  # `vae.to("cpu")` as a statement moves a module: a tensor's copy would be lost
-                return spelled(node, f".{method}()")
+                return fit(node, f".{method}()", room)
             value, how = _logged(ctx, node)
             if value is not None:
-                return f"{how} {spelled(value, 'a tensor')}"
+                return fit(value, "a tensor", room, f"{how} ")
             if method in DECODERS:
                 value = next((a for a in node.args if kind(a) == DEVICE), None)
-                return None if value is None else f"decoding {spelled(value, 'a tensor')}"
+                return None if value is None else fit(value, "a tensor", room, "decoding ")
             if method == "format" and type(func.value) is ast.Constant:
                 value = next((a for a in node.args if kind(a) == DEVICE), None)
-                return None if value is None else f"formatting {spelled(value, 'a tensor')} with str.format"
+                return None if value is None else fit(value, "a tensor", room, "formatting ", " with str.format")
             return None
         if type(func) is ast.Name and func.id in CONVERSIONS and ctx.get(FlowFacts).qualname(func) is None:
             value = next((a for a in node.args if kind(a) == DEVICE), None)
             if value is not None:
-                return spelled(node, f"{func.id}({spelled(value, '...')})")
+                return fit(node, f"{func.id}({abridged(value, '...', FIRST_LINE)})", room)
         return None
 
 
@@ -222,7 +227,7 @@ def _progress_bar_value(ctx: FileContext, call: ast.Call, kind: str) -> Optional
     return next((v for v in values if v is not None and tensor_kind(v) == DEVICE), None)
 
 
-def _written_to_host(ctx: FileContext, node: ast.Assign) -> Optional[str]:
+def _written_to_host(ctx: FileContext, node: ast.Assign, room: int) -> Optional[str]:
     """``losses[k] = loss``: a device tensor written into a CPU tensor is copied to the host."""
     if len(node.targets) != 1 or type(node.targets[0]) is not ast.Subscript:
         return None
@@ -230,7 +235,8 @@ def _written_to_host(ctx: FileContext, node: ast.Assign) -> Optional[str]:
     target = node.targets[0].value
     if kind(target) != HOST_TENSOR or kind(node.value) != DEVICE:
         return None
-    return f"writing {spelled(node.value, 'a tensor')} into the CPU tensor {spelled(target, 'a host tensor')}"
+    into = f" into the CPU tensor {abridged(target, 'a host tensor', FIRST_LINE)}"
+    return fit(node.value, "a tensor", room, "writing ", into)
 
 
 def _copies_to_host(node: ast.AST) -> bool:

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.graph import spelled, where
+from flake8_xla.graph import BUDGET, fit, runs, where
 from flake8_xla.analysis.backends import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import DEVICE
@@ -56,20 +56,20 @@ class TensorControlFlow(Rule):
     invalid = (
         Example(
             STEP + "    if loss > 10.0:\n        loss = loss * 0.1\n    loss.backward()\n    optimizer.step()\n",
-            expect=((9, 8, "`if loss > 10.0` branches on a tensor's value on every training step: " + WHY +
-                           "; compute both sides and choose with torch.where(cond, a, b)"),),
+            expect=((9, 8, "`if loss > 10.0` branches on a tensor on every training step; use torch.where",
+                     WHY + ". Compute both sides and choose with torch.where(cond, a, b)."),),
         ),
         Example(
             "import torch\nimport torch_xla\n\n\nclass Gate(torch.nn.Module):\n    def forward(self, x):\n"
             "        if (x > 0).any():\n            return torch.relu(x)\n        return x\n",
-            expect=((7, 12, "`if (x > 0).any()` branches on a tensor's value on every forward pass: " + WHY +
-                            "; compute both sides and choose with torch.where(cond, a, b)"),),
+            expect=((7, 12, "`if (x > 0).any()` branches on a tensor on every forward pass; use torch.where"),),
             title="in forward()",
         ),
         Example(
             STEP + "    loss.backward()\n    optimizer.step()\n    assert torch.isfinite(loss)\n",
-            expect=((11, 12, "`assert torch.isfinite(loss)` reads a tensor's value on every training step: " + WHY +
-                             "; check it every N steps (under `if step % N == 0:`) or after the loop"),),
+            expect=((11, 12, "`assert torch.isfinite(loss)` reads a tensor on every training step; check it every N "
+                             "steps",
+                     WHY + ". Check it every N steps (under `if step % N == 0:`) or after the loop."),),
             title="an assert",
         ),
     )
@@ -84,18 +84,19 @@ class TensorControlFlow(Rule):
             operand = _device_operand(ctx, node.test)
             if operand is None:
                 continue
-            text = spelled(node.test, "...")
             place = where(region.kind)
             if kind is ast.While:
-                message = (f"`while {text}` tests a tensor's value {place}: {WHY}, one per trip count; run a "
-                           "fixed number of iterations and mask the finished ones with torch.where")
+                head, rest = "`while ", f"` tests a tensor {place}; run a fixed number of iterations"
+                hint = (f"{runs(region.kind)}{WHY}, one per trip count. Run a fixed number of iterations and mask "
+                        "the finished ones with torch.where.")
             elif kind is ast.Assert:
-                message = (f"`assert {text}` reads a tensor's value {place}: {WHY}; check it every N steps "
-                           "(under `if step % N == 0:`) or after the loop")
+                head, rest = "`assert ", f"` reads a tensor {place}; check it every N steps"
+                hint = (f"{runs(region.kind)}{WHY}. Check it every N steps (under `if step % N == 0:`) or after "
+                        "the loop.")
             else:
-                message = (f"`if {text}` branches on a tensor's value {place}: {WHY}; compute both sides and "
-                           "choose with torch.where(cond, a, b)")
-            yield self.diagnostic(ctx, operand, message)
+                head, rest = "`if ", f"` branches on a tensor {place}; use torch.where"
+                hint = f"{runs(region.kind)}{WHY}. Compute both sides and choose with torch.where(cond, a, b)."
+            yield self.diagnostic(ctx, operand, fit(node.test, "...", BUDGET, head, rest), help=hint)
 
 
 def _device_operand(ctx: FileContext, test: ast.expr) -> Optional[ast.expr]:

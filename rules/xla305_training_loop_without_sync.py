@@ -21,6 +21,7 @@ DEVICE_LOADERS = frozenset({"torch_xla.distributed.parallel_loader.MpDeviceLoade
 PLAIN_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 EAGER = frozenset({"torch_xla.experimental.eager_mode", "torch_xla._XLAC._set_use_eager_mode"})
 ITERATORS = frozenset({"enumerate", "zip", "iter", "tqdm"})
+DEVICE_LOADER = "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"
 HEADER = "import torch\nimport torch_xla\nfrom torch.utils.data import DataLoader\n\n"
 SETUP = ("device = torch_xla.device()\nmodel = torch.nn.Linear(8, 2).to(device)\n"
          "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
@@ -91,27 +92,25 @@ class TrainingLoopWithoutSync(Rule):
         Example(
             HEADER + SETUP + "for epoch in range(10):\n    for data, target in loader:\n" +
             BODY.replace("\n    ", "\n        ").replace("    data", "        data", 1),
-            expect=((10, 5, "this training loop never syncs the graph: every step is appended to one lazy graph "
-                            "that grows until something reads a value; end each step with torch_xla.sync(), or "
-                            "iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every "
-                            "batch)"),),
+            expect=((10, 5, "this training loop never syncs the graph; end each step with torch_xla.sync()",
+                     "Every step is appended to one lazy graph that grows until something reads a value. End each "
+                     "step with torch_xla.sync(), or iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader "
+                     "(it syncs after every batch)."),),
         ),
         Example(
             HEADER + SETUP + "it = iter(loader)\nfor step in range(1000):\n    data, target = next(it)\n" + BODY,
             target="2.3",
-            expect=((10, 1, "this training loop never syncs the graph: every step is appended to one lazy graph "
-                            "that grows until something reads a value; end each step with xm.mark_step(), or "
-                            "iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every "
-                            "batch)"),),
+            expect=((10, 1, "this training loop never syncs the graph; end each step with xm.mark_step()"),),
             title="a range loop drawing from a plain DataLoader, on torch_xla 2.3",
         ),
         Example(
             HEADER + SETUP + "correct = torch.zeros((), device=device)\nfor data, target in loader:\n"
             "    data, target = data.to(device), target.to(device)\n"
             "    correct += (model(data).argmax(-1) == target).sum()\n",
-            expect=((10, 1, "this evaluation loop never syncs the graph: every batch is appended to one lazy graph "
-                            "that grows until the loop ends; end each batch with torch_xla.sync(), or iterate a "
-                            "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"),),
+            expect=((10, 1, "this evaluation loop never syncs the graph; end each batch with torch_xla.sync()",
+                     "Every batch is appended to one lazy graph that grows until the loop ends. End each batch with "
+                     "torch_xla.sync(), or iterate a torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs "
+                     "after every batch)."),),
             title="an evaluation loop that keeps its counts on the device",
         ),
     )
@@ -148,10 +147,9 @@ class TrainingLoopWithoutSync(Rule):
             if not draws and ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR and \
                     ctx.get(TensorFacts).fed_by_caller(loop):
                 continue  # the inner steps of a step function: its caller's loop brings the batches
-            yield self.diagnostic(ctx, loop, (
-                "this training loop never syncs the graph: every step is appended to one lazy graph that grows "
-                f"until something reads a value; end each step with {sync}, or iterate a "
-                "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
+            yield self.diagnostic(ctx, loop, f"this training loop never syncs the graph; end each step with {sync}",
+                                  help=("Every step is appended to one lazy graph that grows until something reads a "
+                                        f"value. End each step with {sync}, or iterate a {DEVICE_LOADER}."))
         training = {id(step.loop) for step in regions.training_loops}
         for loop in ctx.get(NodeIndex).of(ast.For, ast.AsyncFor):
             # an evaluation (or inference) loop over a plain DataLoader that runs the model on the device
@@ -162,10 +160,9 @@ class TrainingLoopWithoutSync(Rule):
                 continue
             if ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR or _reads_every_batch(loop):
                 continue
-            yield self.diagnostic(ctx, loop, (
-                "this evaluation loop never syncs the graph: every batch is appended to one lazy graph that grows "
-                f"until the loop ends; end each batch with {sync}, or iterate a "
-                "torch_xla.distributed.parallel_loader.MpDeviceLoader (it syncs after every batch)"))
+            yield self.diagnostic(ctx, loop, f"this evaluation loop never syncs the graph; end each batch with {sync}",
+                                  help=("Every batch is appended to one lazy graph that grows until the loop ends. End "
+                                        f"each batch with {sync}, or iterate a {DEVICE_LOADER}."))
 
 
 def _reads_every_batch(loop: ast.AST) -> bool:

@@ -61,59 +61,55 @@ class DeviceBeforeLaunch(Rule):
         Example(
             "import torch_xla\n\ndevice = torch_xla.device()\n\ndef _mp_fn(index):\n    model = Net().to(device)\n\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
-            expect=((3, 10, "torch_xla.device() initializes the XLA runtime in the launching process before "
-                            "torch_xla.launch(...) on line 9: the launch then raises 'Runtime is already "
-                            "initialized. Do not use the XLA device before calling xmp.spawn.'; get the device "
-                            "inside the function you launch"),),
+            expect=((3, 10, "torch_xla.device() initializes XLA before torch_xla.launch(); move it into the launched "
+                            "function",
+                     "It initializes the XLA runtime in the launching process before torch_xla.launch(...) on line "
+                     "9: the launch then raises 'Runtime is already initialized. Do not use the XLA device before "
+                     "calling xmp.spawn.' Get the device inside the function you launch."),),
         ),
         Example(
             EXAMPLE_XM + XMP + "\ndevice = xm.xla_device()\n\ndef _mp_fn(index):\n    model = Net().to(device)\n\n"
             "if __name__ == '__main__':\n    xmp.spawn(_mp_fn)\n",
             target="2.7",
-            expect=((4, 10, "xm.xla_device() initializes the XLA runtime in the launching process before "
-                            "xmp.spawn(...) on line 10: the launch then raises 'Runtime is already initialized. "
-                            "Do not use the XLA device before calling xmp.spawn.'; get the device inside the "
-                            "function you launch"),),
+            expect=((4, 10, "xm.xla_device() initializes XLA before xmp.spawn(); move it into the launched function",
+                     "It initializes the XLA runtime in the launching process before xmp.spawn(...) on line 10: the "
+                     "launch then raises 'Runtime is already initialized. Do not use the XLA device before calling "
+                     "xmp.spawn.' Get the device inside the function you launch."),),
             title="xm.xla_device() at top level, xmp.spawn() in the __main__ block",
         ),
         Example(
             "import torch_xla\n\ndef main():\n    dev = torch_xla.device()\n    torch_xla.launch(_mp_fn)\n",
-            expect=((4, 11, "torch_xla.device() initializes the XLA runtime in the launching process before "
-                            "torch_xla.launch(...) on line 5: the launch then raises 'Runtime is already "
-                            "initialized. Do not use the XLA device before calling xmp.spawn.'; get the device "
-                            "inside the function you launch"),),
+            expect=((4, 11, "torch_xla.device() initializes XLA before torch_xla.launch(); move it into the launched "
+                            "function"),),
             title="in the function that launches",
         ),
         Example(
             "import torch\nimport torch_xla\n\nmodel = Net().to('xla')\n\n"
             "def train():\n    torch_xla.launch(_mp_fn)\n\n"
             "if __name__ == '__main__':\n    x = torch.zeros(2, device='xla:0')\n    train()\n",
-            expect=((4, 9, ".to('xla') initializes the XLA runtime in the launching process before "
-                           "torch_xla.launch(...) on line 7: the launch then raises 'Runtime is already "
-                           "initialized. Do not use the XLA device before calling xmp.spawn.'; get the device "
-                           "inside the function you launch"),
-                    (10, 31, "device='xla:0' initializes the XLA runtime in the launching process before "
-                             "torch_xla.launch(...) on line 7: the launch then raises 'Runtime is already "
-                             "initialized. Do not use the XLA device before calling xmp.spawn.'; get the device "
-                             "inside the function you launch")),
+            expect=((4, 9, ".to('xla') initializes XLA before torch_xla.launch(); move it into the launched function"),
+                    (10, 31, "device='xla:0' initializes XLA before torch_xla.launch(); move it into the launched "
+                             "function")),
             title="placing on the device by name, before the call that launches",
         ),
         Example(
             EXAMPLE_XM + XMP + "\nif __name__ == '__main__':\n    devices = xm.get_xla_supported_devices()\n"
             "    xmp.spawn(_mp_fn, args=(len(devices),))\n",
             target="2.2",
-            expect=((5, 15, "xm.get_xla_supported_devices() initializes the XLA runtime in the launching process "
-                            "before xmp.spawn(...) on line 6: the workers then find the devices taken; get the "
-                            "device inside the function you launch"),),
+            expect=((5, 15, "xm.get_xla_supported_devices() initializes XLA before xmp.spawn(); move it into the "
+                            "launched function",
+                     "It initializes the XLA runtime in the launching process before xmp.spawn(...) on line 6: the "
+                     "workers then find the devices taken. Get the device inside the function you launch."),),
             title="torch_xla before 2.3 does not check, the workers fail",
         ),
         Example(
             "import torch_xla\n\n\ndef setup():\n    return torch_xla.device()\n\n\n"
             "if __name__ == '__main__':\n    setup()\n    torch_xla.launch(_mp_fn)\n",
-            expect=((9, 5, "setup() (it uses torch_xla.device() on line 5) initializes the XLA runtime in the "
-                           "launching process before torch_xla.launch(...) on line 10: the launch then raises "
-                           "'Runtime is already initialized. Do not use the XLA device before calling "
-                           "xmp.spawn.'; get the device inside the function you launch"),),
+            expect=((9, 5, "setup() initializes XLA before torch_xla.launch(); move it into the launched function",
+                     "setup() uses torch_xla.device() on line 5 and so initializes the XLA runtime in the launching "
+                     "process before torch_xla.launch(...) on line 10: the launch then raises 'Runtime is already "
+                     "initialized. Do not use the XLA device before calling xmp.spawn.' Get the device inside the "
+                     "function you launch."),),
             title="through a helper",
         ),
     )
@@ -122,17 +118,18 @@ class DeviceBeforeLaunch(Rule):
         launches = ctx.get(Launches).processes()
         if not launches:
             return
-        uses: List[Tuple[ast.AST, str]] = [(ref.call, ref.written_prefix(ref.qualname) + "()")
-                                           for ref in ctx.get(SemanticModel).references
-                                           if ref.call is not None and ref.qualname in RUNTIME_STARTS]
+        direct: List[Tuple[ast.AST, str]] = [(ref.call, ref.written_prefix(ref.qualname) + "()")
+                                             for ref in ctx.get(SemanticModel).references
+                                             if ref.call is not None and ref.qualname in RUNTIME_STARTS]
         flow = ctx.get(FlowFacts)
-        uses.extend(placements(ctx.get(NodeIndex), flow.qualname))
-        if not uses:
+        direct.extend(placements(ctx.get(NodeIndex), flow.qualname))
+        if not direct:
             return
-        uses.extend(ctx.get(Launches).helper_calls(uses))
+        # (node, as spelled, what a helper it calls uses: "" for a direct use)
+        uses = [(node, what, "") for node, what in direct] + ctx.get(Launches).helper_calls(direct)
         placed = [(launch.call, launch.spelled, flow.place(launch.call))
                   for launch in sorted(launches, key=lambda launch: _start(launch.call))]
-        for node, what in sorted(uses, key=lambda u: _start(u[0])):
+        for node, what, via in sorted(uses, key=lambda u: _start(u[0])):
             at = flow.place(node)
             if at is None:
                 continue
@@ -144,18 +141,21 @@ class DeviceBeforeLaunch(Rule):
                 else:
                     hit = at.scope is where.scope and type(at.scope) is not ast.ClassDef and _before(node, call)
                 if hit:
-                    yield self.diagnostic(ctx, node, _message(what, spelled, call.lineno, ctx.target.version))
+                    yield self.diagnostic(ctx, node, f"{what} initializes XLA before {spelled}(); move it into the "
+                                                     "launched function",
+                                          help=_help(what, via, spelled, call.lineno, ctx.target.version))
                     break
 
 
-def _message(what: str, launch: str, line: int, version: Version) -> str:
+def _help(what: str, via: str, launch: str, line: int, version: Version) -> str:
     if version >= _CHECKED_SINCE:
         effect = ("the launch then raises 'Runtime is already initialized. Do not use the XLA device before "
                   "calling xmp.spawn.'")
     else:
-        effect = "the workers then find the devices taken"
-    return (f"{what} initializes the XLA runtime in the launching process before {launch}(...) on line {line}: "
-            f"{effect}; get the device inside the function you launch")
+        effect = "the workers then find the devices taken."
+    subject = f"{what} uses {via} and so" if via else "It"
+    return (f"{subject} initializes the XLA runtime in the launching process before {launch}(...) on line {line}: "
+            f"{effect} Get the device inside the function you launch.")
 
 
 def _start(node: ast.AST) -> Tuple[int, int]:

@@ -8,7 +8,7 @@ from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex, walk
 from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
 from flake8_xla.analysis.loops import hook_of
-from flake8_xla.graph import ACROSS_MODULES, hands_off, helper_reads, spelled, where
+from flake8_xla.graph import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)
@@ -16,8 +16,8 @@ RULED_OUT = (HOST, HOST_TENSOR, MODULE)
 _COPY_HELPERS = re.compile(r"to_(numpy|np|cpu|host)|tensor_to_numpy|tensor2numpy")
 HEADER = ("import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n\n"
           "device = torch_xla.device()\nmodel = torch.nn.Linear(8, 2).to(device)\n")
-INSTEAD = ("accumulate on the device (append the tensors and torch.cat them, or keep a running sum) and copy once "
-           "after the loop")
+HELP = ("Each copy cuts the graph and the host waits for the device. Accumulate on the device (append the tensors "
+        "and torch.cat them, or keep a running sum) and copy once after the loop.")
 
 
 class HostCopyInEvalLoop(Rule):
@@ -61,16 +61,15 @@ class HostCopyInEvalLoop(Rule):
         Example(
             HEADER + "predictions = []\nfor data, target in pl.MpDeviceLoader(val_loader, device):\n"
             "    output = model(data)\n    predictions.append(output.detach().cpu().numpy())\n",
-            expect=((10, 24, "output.detach().cpu() copies a tensor to the host on every batch of an evaluation "
-                             "loop: each copy cuts the graph and the host waits for the device; " + INSTEAD),),
+            expect=((10, 24, "output.detach().cpu() copies to the host on every evaluation batch; accumulate on the "
+                             "device", HELP),),
         ),
         Example(
             "import torch\nimport lightning as L\n\nclass Classifier(L.LightningModule):\n"
             "    def validation_step(self, batch, batch_idx):\n        x, y = batch\n"
             "        return self(x).softmax(-1).cpu()\n\ntrainer = L.Trainer(accelerator=\"tpu\")\n",
-            expect=((7, 16, "self(x).softmax(-1).cpu() copies a tensor to the host in validation_step, which "
-                            "Lightning runs on every batch: each copy cuts the graph and the host waits for the "
-                            "device; " + INSTEAD),),
+            expect=((7, 16, "self(x).softmax(-1).cpu() copies to the host in validation_step; accumulate on the "
+                            "device", "validation_step runs on every batch (Lightning). " + HELP),),
             title="a Lightning evaluation hook",
         ),
     )
@@ -82,17 +81,21 @@ class HostCopyInEvalLoop(Rule):
             region = regions.region_of(node)
             if region is None or not hands_off(region.kind) or not regions.over_batches(region):
                 continue
-            label = _copy(node, kind)
+            hook = hook_of(region.kind)
+            rest = f" copies to the host {where(region.kind) if hook else EVALUATION_BATCH}; accumulate on the device"
+            room = BUDGET - len(rest)  # for the label
+            label = _copy(node, kind, room)
             if label is not None and _loader_input(ctx, node.func.value if type(node.func) is ast.Attribute
                                                    else node.args[0], regions.origin(region)):
                 continue  # the batch's own input read back: nothing pending to run, no graph cut
+            detail = ""
             if label is None:
-                label = next((r.label() for r in helper_reads(ctx, node) if r.copies), None)
+                helper = next((r for r in helper_reads(ctx, node) if r.copies), None)
+                if helper is not None:
+                    label, detail = helper.label(room), helper.detail() + " "
             if label is None:
                 continue
-            place = where(region.kind) if hook_of(region.kind) else "on every batch of an evaluation loop"
-            yield self.diagnostic(ctx, node, f"{label} copies a tensor to the host {place}: each copy cuts the graph "
-                                             f"and the host waits for the device; {INSTEAD}")
+            yield self.diagnostic(ctx, node, label + rest, help=f"{detail}{runs(region.kind) if hook else ''}{HELP}")
 
 
 def _loader_input(ctx: FileContext, value: ast.expr, loop: ast.AST) -> bool:
@@ -126,16 +129,17 @@ def _loader_input(ctx: FileContext, value: ast.expr, loop: ast.AST) -> bool:
 _UNTOUCHED = frozenset({"detach", "to", "cuda", "contiguous", "long", "float", "int"})
 
 
-def _copy(call: ast.Call, kind) -> Optional[str]:
-    """``x.cpu()`` / ``x.to("cpu")`` of what may be a device tensor, or ``to_numpy(x)``."""
+def _copy(call: ast.Call, kind, room: int) -> Optional[str]:
+    """``x.cpu()`` / ``x.to("cpu")`` of what may be a device tensor, or ``to_numpy(x)``, as the message
+    names it (within ``room`` where it can)."""
     func = call.func
     if type(func) is ast.Attribute:
         if func.attr == "cpu" and not call.args or func.attr == "to" and to_cpu(call):
             if kind(func.value) in RULED_OUT:
                 return None
-            return spelled(call, f".{func.attr}()")
+            return fit(call, f".{func.attr}()", room)
         return None
     if type(func) is ast.Name and _COPY_HELPERS.fullmatch(func.id) and len(call.args) == 1 and \
             kind(call.args[0]) not in RULED_OUT:
-        return spelled(call, f"{func.id}(...)")
+        return fit(call, f"{func.id}(...)", room)
     return None

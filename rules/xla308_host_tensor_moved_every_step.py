@@ -5,7 +5,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.fixing.fixpoint import FixSite
-from flake8_xla.graph import spelled, where
+from flake8_xla.graph import BUDGET, fit, spelled, where, where_in_full
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.loops import StepRegions, is_test_file
 from flake8_xla.analysis.syntax import NodeIndex, Parents
@@ -97,9 +97,10 @@ class HostTensorMovedEveryStep(Rule):
     invalid = (
         Example(
             HEADER + LOOP + "    mask = torch.ones(data.size(0), dtype=torch.bool).to(device)\n" + TRAIN,
-            expect=((7, 12, "torch.ones(data.size(0), dtype=torch.bool) is made on the host and copied to the device "
-                            "on every training step (a host-to-device transfer each time); make it there: "
-                            "torch.ones(..., device=device)"),),
+            expect=((7, 12, "torch.ones(...) is copied from the host on every training step; make it with "
+                            "device=device",
+                     "It is made on the host and copied to the device on every training step (a host-to-device "
+                     "transfer each time). Make it there: torch.ones(..., device=device)."),),
             fixed=HEADER + LOOP + "    mask = torch.ones(data.size(0), dtype=torch.bool, device=device)\n" + TRAIN,
         ),
         Example(
@@ -107,11 +108,13 @@ class HostTensorMovedEveryStep(Rule):
             "        positions = torch.arange(x.size(1)).unsqueeze(0).to(x.device)\n"
             "        noise = torch.randn(x.shape).to(x.device)\n        return self.body(x + noise, positions)\n",
             expect=(
-                (6, 21, "torch.arange(x.size(1)) is made on the host and copied to the device on every forward pass "
-                        "(a host-to-device transfer each time); make it there: torch.arange(..., device=x.device)"),
-                (7, 17, "torch.randn(x.shape) is drawn on the host and copied to the device on every forward pass "
-                        "(a host-to-device transfer each time); draw it there: torch.randn(..., device=x.device) "
-                        "(the device's generator gives other numbers; torch_xla.manual_seed seeds it)"),
+                (6, 21, "torch.arange(x.size(1)) is copied from the host on every forward pass; make it with "
+                        "device=x.device"),
+                (7, 17, "torch.randn(x.shape) is copied from the host on every forward pass; draw it with "
+                        "device=x.device",
+                 "It is drawn on the host and copied to the device on every forward pass (a host-to-device transfer "
+                 "each time). Draw it there: torch.randn(..., device=x.device) (the device's generator gives other "
+                 "numbers; torch_xla.manual_seed seeds it)."),
             ),
             title="in forward(): the device of the input",
         ),
@@ -119,9 +122,8 @@ class HostTensorMovedEveryStep(Rule):
             HEADER + "device = torch_xla.device()\n\n\n@torch_xla.compile\ndef train_step(data, target):\n"
             "    eps = torch.full((1,), 0.5).to(device)\n    loss = loss_fn(model(data) + eps, target)\n"
             "    loss.backward()\n    optimizer.step()\n",
-            expect=((9, 11, "torch.full((1,), 0.5) is made on the host and copied to the device in a torch_xla.compile "
-                            "step (a host-to-device transfer each time); make it there: torch.full(..., "
-                            "device=device)"),),
+            expect=((9, 11, "torch.full(...) is copied from the host in a torch_xla.compile step; make it with "
+                            "device=device"),),
             fixed=HEADER + "device = torch_xla.device()\n\n\n@torch_xla.compile\ndef train_step(data, target):\n"
             "    eps = torch.full((1,), 0.5, device=device)\n    loss = loss_fn(model(data) + eps, target)\n"
             "    loss.backward()\n    optimizer.step()\n",
@@ -153,18 +155,21 @@ class HostTensorMovedEveryStep(Rule):
             if target is None or not _to_device(target, tensors):
                 continue
             device = spelled(target, "device")
-            shown = spelled(factory, f"torch.{name}(...)")
             place = where(region.kind)
             if name in RANDOM:
-                message = (f"{shown} is drawn on the host and copied to the device {place} (a host-to-device "
-                           f"transfer each time); draw it there: torch.{name}(..., device={device}) (the device's "
-                           f"generator gives other numbers; {seed} seeds it)")
-                yield self.diagnostic(ctx, factory, message), None
+                message = fit(factory, f"torch.{name}(...)", BUDGET, "",
+                              f" is copied from the host {place}; draw it with device={device}")
+                hint = (f"It is drawn on the host and copied to the device {where_in_full(region.kind)} (a "
+                        f"host-to-device transfer each time). Draw it there: torch.{name}(..., device={device}) "
+                        f"(the device's generator gives other numbers; {seed} seeds it).")
+                yield self.diagnostic(ctx, factory, message, help=hint), None
                 continue
-            message = (f"{shown} is made on the host and copied to the device {place} (a host-to-device transfer "
-                       f"each time); make it there: torch.{name}(..., device={device})")
+            message = fit(factory, f"torch.{name}(...)", BUDGET, "",
+                          f" is copied from the host {place}; make it with device={device}")
+            hint = (f"It is made on the host and copied to the device {where_in_full(region.kind)} (a host-to-device "
+                    f"transfer each time). Make it there: torch.{name}(..., device={device}).")
             fixable = _fixable(call, factory, name, target, tensors)
-            yield self.diagnostic(ctx, factory, message), \
+            yield self.diagnostic(ctx, factory, message, help=hint), \
                 functools.partial(_build_fix, call, factory, target) if fixable else None
 
 

@@ -20,9 +20,9 @@ def _indent(text: str) -> str:
     return "".join("    " + line + "\n" for line in text.splitlines())
 
 
-ADVICE = ("save training checkpoints with torch.distributed.checkpoint.save(state_dict, "
+ADVICE = ("Save training checkpoints with torch.distributed.checkpoint.save(state_dict, "
           "planner=SPMDSavePlanner()) or CheckpointManager.save(step, state_dict) "
-          "(torch_xla.experimental.distributed_checkpoint): each host writes only its own shards")
+          "(torch_xla.experimental.distributed_checkpoint): each host writes only its own shards.")
 
 
 class SpmdModelSavedWhole(Rule):
@@ -83,8 +83,13 @@ class SpmdModelSavedWhole(Rule):
             "    xs.mark_sharding(model.fc1.weight, mesh, ('fsdp', None))\n"
             "    optimizer = torch.optim.AdamW(model.parameters())\n" + _indent(LOOP) +
             "        if step % 1000 == 0:\n            torch.save(model.state_dict(), '/tmp/ckpt.pt')\n",
-            expect=((18, 13, "torch.save() of model `model`, sharded with SPMD (line 12), gathers every shard "
-                             "onto this host at each checkpoint, and every host writes the whole model; " + ADVICE),),
+            expect=((18, 13, "torch.save() of SPMD-sharded `model` gathers all shards; use "
+                             "torch.distributed.checkpoint",
+                     "`model` is sharded with SPMD at line 12: each checkpoint gathers every shard onto this "
+                     "host, and every host writes the whole model. Save training checkpoints with "
+                     "torch.distributed.checkpoint.save(state_dict, planner=SPMDSavePlanner()) or "
+                     "CheckpointManager.save(step, state_dict) "
+                     "(torch_xla.experimental.distributed_checkpoint): each host writes only its own shards."),),
         ),
         Example(
             IMPORTS + "import torch_xla.core.xla_model as xm\n" + EXAMPLE_FSDPV2 + SETUP +
@@ -95,8 +100,13 @@ class SpmdModelSavedWhole(Rule):
             "            optimizer.step()\n"
             "        ckpt = {'model': model.state_dict(), 'optimizer': optimizer.state_dict()}\n"
             "        xm.save(ckpt, f'/tmp/epoch-{epoch}.pt')\n",
-            expect=((23, 9, "xm.save() of model `model`, sharded with SPMD (line 15), gathers every shard onto "
-                            "this host at each checkpoint, and every host writes the whole model; " + ADVICE),),
+            expect=((23, 9, "xm.save() of SPMD-sharded `model` gathers all shards; use "
+                            "torch.distributed.checkpoint",
+                     "`model` is sharded with SPMD at line 15: each checkpoint gathers every shard onto this "
+                     "host, and every host writes the whole model. Save training checkpoints with "
+                     "torch.distributed.checkpoint.save(state_dict, planner=SPMDSavePlanner()) or "
+                     "CheckpointManager.save(step, state_dict) "
+                     "(torch_xla.experimental.distributed_checkpoint): each host writes only its own shards."),),
             title="FSDPv2, a checkpoint dict saved every epoch",
         ),
         Example(
@@ -104,8 +114,13 @@ class SpmdModelSavedWhole(Rule):
             "    xs.mark_sharding(param, mesh, ('fsdp',) + (None,) * (param.dim() - 1))\n" + LOOP +
             "    if step % 1000 == 0:\n        torch.save({'model': model.state_dict(), 'step': step}, "
             "f'/tmp/ckpt-{step}.pt')\n",
-            expect=((16, 9, "torch.save() of model `model`, sharded with SPMD (line 11), gathers every shard onto "
-                            "this host at each checkpoint, and every host writes the whole model; " + ADVICE),),
+            expect=((16, 9, "torch.save() of SPMD-sharded `model` gathers all shards; use "
+                            "torch.distributed.checkpoint",
+                     "`model` is sharded with SPMD at line 11: each checkpoint gathers every shard onto this "
+                     "host, and every host writes the whole model. Save training checkpoints with "
+                     "torch.distributed.checkpoint.save(state_dict, planner=SPMDSavePlanner()) or "
+                     "CheckpointManager.save(step, state_dict) "
+                     "(torch_xla.experimental.distributed_checkpoint): each host writes only its own shards."),),
             title="every parameter sharded in a loop",
         ),
     )
@@ -124,9 +139,11 @@ class SpmdModelSavedWhole(Rule):
             if found is None:
                 continue
             model, sharding = found
-            yield self.diagnostic(ctx, save.call, (
-                f"{save.callee}() of model `{model}`, sharded with SPMD (line {sharding.call.lineno}), gathers every "
-                f"shard onto this host at each checkpoint, and every host writes the whole model; {ADVICE}"))
+            yield self.diagnostic(
+                ctx, save.call, f"{save.callee}() of SPMD-sharded `{model}` gathers all shards; use "
+                "torch.distributed.checkpoint",
+                help=(f"`{model}` is sharded with SPMD at line {sharding.call.lineno}: each checkpoint gathers every "
+                      f"shard onto this host, and every host writes the whole model. {ADVICE}"))
 
     @staticmethod
     def _sharded_state(facts: Checkpointing, flow: FlowFacts, data: Optional[ast.AST], at) -> Optional[

@@ -73,11 +73,11 @@ class CheckpointManagerMissesPreemption(Rule):
             "    mgr = CheckpointManager('gs://bucket/run', save_interval=100)\n" +
             _indent(LOOP) +
             "        if step % 100 == 0:\n            mgr.save(step, {'model': model.state_dict()}, force=True)\n",
-            expect=((12, 13, "mgr.save() runs only when `step % 100 == 0` (line 11), so the CheckpointManager "
-                             "(line 6, chkpt_on_preemption=True by default) never sees the other steps and misses "
-                             "the preemption sync point: no preemption checkpoint is taken; call mgr.save(step, "
-                             "state_dict) without force=True on every step (it saves every save_interval steps "
-                             "itself)"),),
+            expect=((12, 13, "mgr.save() runs on some steps only and misses preemptions; call it on every step",
+                     "It runs only when `step % 100 == 0` (line 11), so the CheckpointManager (line 6, "
+                     "chkpt_on_preemption=True by default) never sees the other steps and misses the "
+                     "preemption sync point: no preemption checkpoint is taken. Call mgr.save(step, "
+                     "state_dict) without force=True on every step (it saves every save_interval steps itself)."),),
         ),
         Example(
             HEADER + "\n\nclass Trainer:\n    def __init__(self, path):\n"
@@ -87,21 +87,23 @@ class CheckpointManagerMissesPreemption(Rule):
             "            optimizer.step()\n            global_step += 1\n"
             "            if global_step % 500 == 0:\n"
             "                self.ckpt.save_async(global_step, {'model': model.state_dict()})\n",
-            expect=((16, 17, "self.ckpt.save_async() runs only when `global_step % 500 == 0` (line 15), so the "
-                             "CheckpointManager (line 7) never sees the other steps and misses the preemption "
-                             "sync point: no preemption checkpoint is taken; call self.ckpt.save_async(step, "
-                             "state_dict) on every step (it saves every save_interval steps itself)"),),
+            expect=((16, 17, "self.ckpt.save_async() runs on some steps only and misses preemptions; call it "
+                             "on every step",
+                     "It runs only when `global_step % 500 == 0` (line 15), so the CheckpointManager (line 7) "
+                     "never sees the other steps and misses the preemption sync point: no preemption "
+                     "checkpoint is taken. Call self.ckpt.save_async(step, state_dict) on every step (it saves "
+                     "every save_interval steps itself)."),),
             title="a manager held by the trainer, saved from its loop",
         ),
         Example(
             HEADER + "\nmgr = CheckpointManager('/tmp/run', save_interval=1)\n"
             "for epoch in range(10):\n    for batch in loader:\n        model(batch).sum().backward()\n"
             "        optimizer.step()\n    mgr.save(epoch, {'model': model.state_dict()})\n",
-            expect=((9, 5, "mgr.save() runs once per iteration of the loop at line 5, around the training loop "
-                           "(line 6), so the CheckpointManager (line 4, chkpt_on_preemption=True by default) never "
-                           "sees the other steps and misses the preemption sync point: no preemption checkpoint "
-                           "is taken; call mgr.save(step, state_dict) on every step (it saves every "
-                           "save_interval steps itself)"),),
+            expect=((9, 5, "mgr.save() runs on some steps only and misses preemptions; call it on every step",
+                     "It runs once per iteration of the loop at line 5, around the training loop (line 6), so "
+                     "the CheckpointManager (line 4, chkpt_on_preemption=True by default) never sees the other "
+                     "steps and misses the preemption sync point: no preemption checkpoint is taken. Call "
+                     "mgr.save(step, state_dict) on every step (it saves every save_interval steps itself)."),),
             title="once per epoch",
         ),
     )
@@ -129,11 +131,13 @@ class CheckpointManagerMissesPreemption(Rule):
             if how is None:
                 continue
             forced = " without force=True" if any(k.arg == "force" for k in call.keywords) or len(call.args) > 2 else ""
-            yield self.diagnostic(ctx, call, (
-                f"{receiver}.{call.func.attr}() runs {how}, so the CheckpointManager ({_where(builds)}) never sees "
-                f"the other steps and misses the preemption sync point: no preemption checkpoint is taken; call "
-                f"{receiver}.{call.func.attr}(step, state_dict){forced} on every step (it saves every save_interval "
-                f"steps itself)"))
+            method = f"{receiver}.{call.func.attr}"
+            yield self.diagnostic(
+                ctx, call, f"{method}() runs on some steps only and misses preemptions; call it on every step",
+                help=(f"It runs {how}, so the CheckpointManager ({_where(builds)}) never sees the other steps and "
+                      f"misses the preemption sync point: no preemption checkpoint is taken. Call "
+                      f"{method}(step, state_dict){forced} on every step (it saves every save_interval steps "
+                      "itself)."))
 
     @staticmethod
     def _how(facts: Checkpointing, call: ast.Call, loop: ast.AST, is_training_loop: bool) -> Optional[str]:

@@ -9,8 +9,8 @@ from flake8_xla.analysis.placement import XlaPlacement
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
-ADVICE = ("save CPU copies instead: xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), "
-          "or torch.save of {k: v.cpu() for k, v in state_dict.items()}")
+ADVICE = ("Save CPU copies instead: xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), "
+          "or torch.save of {k: v.cpu() for k, v in state_dict.items()}.")
 
 HEADER = "import torch\nimport torch_xla\n\n"
 
@@ -28,7 +28,7 @@ class XlaTensorsSavedWithTorchSave(Rule):
         "on the XLA device there (`x.to(device)`, `torch.zeros(n, device=device)`), and nothing moved the module "
         "back (`model.cpu()`, `model.to('cpu')`) or rebound the name before the save. The `state_dict()` of a "
         "parameter counts when the calls from the project's XLA code in other modules pass a model moved to the "
-        "XLA device (and none passes another kind of value for it) (`flake8-xla check` reads the project; the message names the call: `as train.py:165 "
+        "XLA device (and none passes another kind of value for it) (`flake8-xla check` reads the project; the help names the call: `as train.py:165 "
         "passes it`); otherwise a module or tensor that comes from a parameter or another function stays "
         "unknown and is not reported. `xm.save` and "
         "`xla_compat.save` are left alone (they copy to the CPU first), and so are test modules (serialization "
@@ -83,34 +83,43 @@ class XlaTensorsSavedWithTorchSave(Rule):
             HEADER + "def train(loader):\n    device = torch_xla.device()\n    model = Net().to(device)\n"
             "    optimizer = torch.optim.AdamW(model.parameters())\n    train_epochs(model, optimizer, loader)\n"
             "    torch.save({'model': model.state_dict(), 'optimizer': optimizer.state_dict()}, 'ckpt.pt')\n",
-            expect=((9, 5, "torch.save() of the state_dict() of model `model` (on the XLA device since line 6) "
-                           "writes XLA tensors: torch.load of the file fails without torch_xla (NotImplementedError "
-                           "for the 'XLA' backend) unless given map_location='cpu', and puts every tensor back on "
-                           "the XLA device with it; " + ADVICE),),
+            expect=((9, 5, "torch.save() of `model.state_dict()` writes XLA tensors; save CPU copies "
+                           "(xla_compat.save)",
+                     "`model` is on the XLA device since line 6: torch.load of the file fails without "
+                     "torch_xla (NotImplementedError for the 'XLA' backend) unless given map_location='cpu', "
+                     "and puts every tensor back on the XLA device with it. Save CPU copies instead: "
+                     "xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), or "
+                     "torch.save of {k: v.cpu() for k, v in state_dict.items()}."),),
         ),
         Example(
             HEADER + EXAMPLE_XM + "\ndevice = xm.xla_device()\nmodel = Net()\nmodel.to(device)\n"
             "optimizer = torch.optim.Adam(model.parameters())\ntrain_epochs(model, optimizer)\n"
             "torch.save(optimizer.state_dict(), 'optim.pt')\nembeddings = model.embed(batch).to(device)\n"
             "torch.save(embeddings, 'embeddings.pt')\n",
-            expect=(
-                (11, 1, "torch.save() of the state_dict() of optimizer `optimizer` (over the parameters of `model`, "
-                        "on the XLA device since line 8) writes XLA tensors: torch.load of the file fails without "
-                        "torch_xla (NotImplementedError for the 'XLA' backend) unless given map_location='cpu', and "
-                        "puts every tensor back on the XLA device with it; " + ADVICE),
-                (13, 1, "torch.save() of tensor `embeddings` (on the XLA device since line 12) writes XLA tensors: "
-                        "torch.load of the file fails without torch_xla (NotImplementedError for the 'XLA' "
-                        "backend) unless given map_location='cpu', and puts every tensor back on the XLA device "
-                        "with it; " + ADVICE),
-            ),
+            expect=((11, 1, "torch.save() of `optimizer.state_dict()` writes XLA tensors; save CPU copies "
+                            "(xla_compat.save)",
+                     "`optimizer` holds the parameters of `model`, on the XLA device since line 8: torch.load "
+                     "of the file fails without torch_xla (NotImplementedError for the 'XLA' backend) unless "
+                     "given map_location='cpu', and puts every tensor back on the XLA device with it. Save CPU "
+                     "copies instead: xla_compat.save(obj, path) (what xm.save does; xm.save is planned for "
+                     "removal), or torch.save of {k: v.cpu() for k, v in state_dict.items()}."),
+                    (13, 1, "torch.save() of tensor `embeddings` writes XLA tensors; save CPU copies "
+                            "(xla_compat.save)",
+                     "`embeddings` is on the XLA device since line 12: torch.load of the file fails without "
+                     "torch_xla (NotImplementedError for the 'XLA' backend) unless given map_location='cpu', "
+                     "and puts every tensor back on the XLA device with it. Save CPU copies instead: "
+                     "xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), or "
+                     "torch.save of {k: v.cpu() for k, v in state_dict.items()}."),),
             title="a script: an optimizer's state and a device tensor",
         ),
         Example(
             HEADER + "model = torch.nn.Linear(4, 2).to('xla')\ntorch.save(model, 'model.pt')\n",
-            expect=((5, 1, "torch.save() of model `model` (on the XLA device since line 4) writes XLA tensors: "
-                           "torch.load of the file fails without torch_xla (NotImplementedError for the 'XLA' "
-                           "backend) unless given map_location='cpu', and puts every tensor back on the XLA device "
-                           "with it; " + ADVICE),),
+            expect=((5, 1, "torch.save() of model `model` writes XLA tensors; save CPU copies (xla_compat.save)",
+                     "`model` is on the XLA device since line 4: torch.load of the file fails without "
+                     "torch_xla (NotImplementedError for the 'XLA' backend) unless given map_location='cpu', "
+                     "and puts every tensor back on the XLA device with it. Save CPU copies instead: "
+                     "xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), or "
+                     "torch.save of {k: v.cpu() for k, v in state_dict.items()}."),),
             title="the whole module",
         ),
     )
@@ -126,10 +135,12 @@ class XlaTensorsSavedWithTorchSave(Rule):
                 continue
             found = judge.holds(save.data, save.at, 3)
             if found is not None:
-                yield self.diagnostic(ctx, save.call, (
-                    f"{save.callee}() of {found} writes XLA tensors: torch.load of the file fails without torch_xla "
-                    "(NotImplementedError for the 'XLA' backend) unless given map_location='cpu', and puts every "
-                    f"tensor back on the XLA device with it; {ADVICE}"))
+                what, where = found
+                yield self.diagnostic(
+                    ctx, save.call, f"{save.callee}() of {what} writes XLA tensors; save CPU copies (xla_compat.save)",
+                    help=(f"{where}: torch.load of the file fails without torch_xla (NotImplementedError for the "
+                          "'XLA' backend) unless given map_location='cpu', and puts every tensor back on the XLA "
+                          f"device with it. {ADVICE}"))
 
 
 def _sharded_program(ctx: FileContext) -> bool:

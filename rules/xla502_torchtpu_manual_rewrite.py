@@ -41,8 +41,9 @@ class TorchTpuManualRewrite(MigrationRule):
     invalid = (
         Example(
             XMP + "\ndef _mp_fn(index):\n    train()\n\nif __name__ == '__main__':\n    xmp.spawn(_mp_fn, args=())\n",
-            expect=((7, 5, "xmp.spawn() on TorchTPU: no launcher of its own: export the output of `python -m "
-                           "torch.tpu.distributed`, then `torchrun --nproc_per_node=$WORLD_SIZE train.py`; or "
+            expect=((7, 5, "xmp.spawn() -> torchrun on TorchTPU",
+                           "no launcher of its own: export the output of `python -m torch.tpu.distributed`, then "
+                           "`torchrun --nproc_per_node=$WORLD_SIZE train.py`; or "
                            "torch.tpu.distributed.set_tpu_launch_env(nproc_per_node=N) (experimental) and "
                            "torch.multiprocessing.spawn; needs a human: the script's entry point changes, and rank "
                            "and process-group set-up become the script's job"),),
@@ -50,64 +51,47 @@ class TorchTpuManualRewrite(MigrationRule):
         Example(
             XM + "\nloss.backward()\nxm.optimizer_step(optimizer)\nrank = xm.get_ordinal()\n",
             target="2.6",
-            expect=((4, 1, "xm.optimizer_step() on TorchTPU: wrap the model in "
-                           "torch.nn.parallel.DistributedDataParallel (or FSDP2 fully_shard) and call "
-                           "optimizer.step(); needs a human: gradient averaging moves from the step into the model "
-                           "wrapper"),
-                    (5, 8, "xm.get_ordinal() on TorchTPU: torch.distributed.get_world_size() / "
-                           "torch.distributed.get_rank() after init_process_group(\"tpu\") (before it, the WORLD_SIZE "
-                           "/ RANK environment variables); needs a human: they need the process group, which does "
-                           "not exist before init_process_group")),
+            expect=((4, 1, "xm.optimizer_step() -> optimizer.step() under DistributedDataParallel on TorchTPU"),
+                    (5, 8, "xm.get_ordinal() -> torch.distributed.get_rank() on TorchTPU")),
             title="the optimizer step and the ordinal",
         ),
         Example(
             XM + "\nxm.mark_step(wait=True)\ndevice = xm.xla_device(1)\n",
-            expect=((3, 1, "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
-                           "pending to execute; needs a human: wait=True blocks until the device is done: "
-                           "torch.accelerator.synchronize() does that"),
-                    (4, 10, "xm.xla_device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, seen "
-                            "as tpu:0; needs a human: another device index (or devkind) has no equivalent: a process "
-                            "drives one device")),
+            expect=((3, 1, "xm.mark_step() with these arguments has no drop-in TorchTPU form",
+                           "delete the call: TorchTPU runs eagerly and has nothing pending to execute; needs a "
+                           "human: wait=True blocks until the device is done: torch.accelerator.synchronize() does "
+                           "that"),
+                    (4, 10, "xm.xla_device() with these arguments has no drop-in TorchTPU form",
+                            "torch.device(\"tpu\", 0): one device per process, seen as tpu:0; needs a human: "
+                            "another device index (or devkind) has no equivalent: a process drives one device")),
             title="arguments a mechanical rewrite does not take",
         ),
         Example(
             "import torch_xla.distributed.spmd as xs\n\nmesh = xs.Mesh(device_ids, (4, 2), ('data', 'model'))\n"
             "xs.mark_sharding(weight, mesh, ('data', None))\n",
-            expect=((3, 8, "xs.Mesh() on TorchTPU: DTensor: a mesh from "
-                           "torch.distributed.device_mesh.init_device_mesh(\"tpu\", shape), tensors placed with "
-                           "distribute_tensor(t, mesh, [Shard(d) or Replicate()]); needs a human: TorchTPU has no "
-                           "single-controller SPMD: one process per device, and each partition spec becomes DTensor "
-                           "placements"),
-                    (4, 1, "xs.mark_sharding() on TorchTPU: DTensor: a mesh from "
-                           "torch.distributed.device_mesh.init_device_mesh(\"tpu\", shape), tensors placed with "
-                           "distribute_tensor(t, mesh, [Shard(d) or Replicate()]); needs a human: TorchTPU has no "
-                           "single-controller SPMD: one process per device, and each partition spec becomes DTensor "
-                           "placements")),
+            expect=((3, 8, "xs.Mesh() -> torch.distributed.device_mesh.init_device_mesh() on TorchTPU"),
+                    (4, 1, "xs.mark_sharding() -> torch.distributed.tensor.distribute_tensor() on TorchTPU")),
             title="SPMD",
         ),
         Example(
             "import torch\nimport torch_xla.debug.metrics as met\n\nprint(met.counter_value('UncachedCompile'))\n"
             "torch.ops.xla.dynamo_set_buffer_donor_(buffer, True)\n",
-            expect=((4, 7, "met.counter_value() on TorchTPU: no public equivalent; for compiled code, "
-                           "TORCH_LOGS=recompiles,graph_breaks or torch._dynamo.explain; needs a human: the counters "
-                           "have no public TorchTPU counterpart"),
-                    (5, 1, "torch.ops.xla.dynamo_set_buffer_donor_() on TorchTPU: no TorchTPU counterpart known; "
-                           "needs a human: find what it does and write that with torch, torch.distributed or "
-                           "torch.tpu")),
+            expect=((4, 7, "met.counter_value() has no TorchTPU equivalent; rewrite by hand",
+                           "no public equivalent; for compiled code, TORCH_LOGS=recompiles,graph_breaks or "
+                           "torch._dynamo.explain; needs a human: the counters have no public TorchTPU counterpart"),
+                    (5, 1, "torch.ops.xla.dynamo_set_buffer_donor_() has no known TorchTPU equivalent; rewrite by "
+                           "hand",
+                           "no TorchTPU counterpart known; needs a human: find what it does and write that with "
+                           "torch, torch.distributed or torch.tpu")),
             title="a torch_xla name the table has no row for is reported too",
         ),
         Example(
             XM + "\ntry:\n    device = xm.xla_device()\nexcept RuntimeError:\n    device = torch.device('cpu')\n"
             "model.to(device)\n",
-            expect=((4, 14, "xm.xla_device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, seen as "
-                            "tpu:0; needs a human: it probes for a TPU inside try, and its TorchTPU form cannot fail: "
-                            "test torch.accelerator.is_available() instead (XLA504)"),),
+            expect=((4, 14, "xm.xla_device() -> torch.device(\"tpu\", 0) on TorchTPU"),),
             title="a probe with a fallback: its rewrite would never fail, and the fallback never run",
         ),
     )
 
     def reports(self, use: MigrationUse) -> bool:
         return use.row is not None and not use.mechanical
-
-    def message(self, use: MigrationUse) -> str:
-        return f"{use.api} on TorchTPU: {use.row.becomes}; needs a human: {use.why}"

@@ -1,6 +1,6 @@
 """XLA503 torchtpu-ignored-env-var."""
 from flake8_xla.migration.matching import MigrationUse
-from flake8_xla.migration.rules import MigrationRule
+from flake8_xla.migration.rules import MigrationRule, env_message
 from flake8_xla.rule import Example
 
 
@@ -39,26 +39,26 @@ class TorchTpuIgnoredEnvVar(MigrationRule):
     invalid = (
         Example(
             "import os\n\nos.environ['PJRT_DEVICE'] = 'TPU'\n",
-            expect=((3, 12, "environment variable PJRT_DEVICE has no effect on TorchTPU: delete it: TorchTPU finds "
-                            "the TPU by a PCI scan and reads no PJRT_DEVICE"),),
+            expect=((3, 12, "environment variable PJRT_DEVICE has no effect on TorchTPU; delete it",
+                            "delete it: TorchTPU finds the TPU by a PCI scan and reads no PJRT_DEVICE"),),
             fixed="import os\n\n",
         ),
         Example(
             "import os\n\nos.environ['XLA_USE_BF16'] = '1'\n",
-            expect=((3, 12, "environment variable XLA_USE_BF16 has no effect on TorchTPU: cast the model yourself "
-                            "(model.to(torch.bfloat16)); needs a human"),),
+            expect=((3, 12, "environment variable XLA_USE_BF16 has no effect on TorchTPU; use "
+                            "model.to(torch.bfloat16)",
+                            "cast the model yourself (model.to(torch.bfloat16)); needs a human"),),
             title="a variable that stood for a behaviour: ask for it another way",
         ),
         Example(
             "import os\n\nos.environ.update(TPU_LAUNCH_BLOCKING='1')\n",
-            expect=((3, 19, "environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU: the wheel reads "
-                            "TORCH_TPU_LAUNCH_BLOCKING (the name in older TorchTPU docs is not read); needs a human"),),
+            expect=((3, 19, "environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU; set "
+                            "TORCH_TPU_LAUNCH_BLOCKING"),),
             title="a name from older TorchTPU docs",
         ),
         Example(
             "import os\n\nos.environ['XLA_NO_SPECIAL_SCALARS'] = '1'\n",
-            expect=((3, 12, "environment variable XLA_NO_SPECIAL_SCALARS has no effect on TorchTPU: no TorchTPU "
-                            "counterpart known; needs a human"),),
+            expect=((3, 12, "environment variable XLA_NO_SPECIAL_SCALARS has no effect on TorchTPU"),),
             title="a torch_xla variable the table does not know",
         ),
     )
@@ -67,5 +67,4 @@ class TorchTpuIgnoredEnvVar(MigrationRule):
         return use.env is not None
 
     def message(self, use: MigrationUse) -> str:
-        human = "" if use.mechanical else "; needs a human"
-        return f"environment variable {use.api} has no effect on TorchTPU: {use.env.becomes}{human}"
+        return env_message(use)

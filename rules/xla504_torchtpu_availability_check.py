@@ -5,7 +5,9 @@ from typing import Callable, Iterator, Optional, Tuple
 from flake8_xla.analysis.availability import AvailabilityCheck, AvailabilityChecks
 from flake8_xla.fixing import Edit, Fix, FixSite
 from flake8_xla.fixing.lines import line_ending
+from flake8_xla.migration.facts import CHECK, MigrationFacts
 from flake8_xla.migration.matching import TORCHTPU
+from flake8_xla.migration.rules import migration_diagnostic
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # the table's availability row, checked against the wheels (spelled out here: the table loads only when migrating)
@@ -17,6 +19,8 @@ _HUMAN = {
 }
 _GUARD_HUMAN = "what the try binds or sets steers the code after it: rewrite that with the test"
 _SPEC_HUMAN = "the spec is used for more than a yes or no"
+# what each kind of check does once torch_xla is gone ("device type" names its replacement instead)
+_ANSWER = {"import guard": "fails", "spec": "finds nothing"}
 _STATEMENT_PARENTS = (ast.If, ast.While, ast.Assert, ast.IfExp, ast.Assign, ast.AnnAssign, ast.Return, ast.Call)
 TORCH = "import torch\n"
 
@@ -63,41 +67,44 @@ class TorchTpuAvailabilityCheck(Rule):
         Example(
             TORCH + "\ntry:\n    import torch_xla.core.xla_model as xm\n    HAS_XLA = True\nexcept ImportError:\n"
             "    HAS_XLA = False\n",
-            expect=((4, 5, "import of torch_xla.core.xla_model in try on TorchTPU: " + TPU_CHECK),),
+            expect=((4, 5, "import of torch_xla.core.xla_model in try fails on TorchTPU; test torch.accelerator "
+                           "instead", TPU_CHECK),),
             fixed=TORCH + "\nHAS_XLA = " + TPU_CHECK + "\n",
             title="a flag set by an import",
         ),
         Example(
             "import importlib.util\n\nif importlib.util.find_spec(\"torch_xla\") is not None:\n    backend = 'tpu'\n",
-            expect=((3, 4, "importlib.util.find_spec(\"torch_xla\") on TorchTPU: " + TPU_CHECK),),
+            expect=((3, 4, "importlib.util.find_spec(\"torch_xla\") finds nothing on TorchTPU; test "
+                           "torch.accelerator instead"),),
             fixed="import importlib.util\nimport torch\n\nif " + TPU_CHECK + ":\n    backend = 'tpu'\n",
             title="finding the package",
         ),
         Example(
             TORCH + "\nif device.type == \"xla\":\n    torch.accelerator.synchronize()\n",
-            expect=((3, 19, "device.type == \"xla\" on TorchTPU: device.type == \"tpu\""),),
+            expect=((3, 19, "device.type == \"xla\" -> device.type == \"tpu\" on TorchTPU", None),),
             fixed=TORCH + "\nif device.type == \"tpu\":\n    torch.accelerator.synchronize()\n",
             title="the device type",
         ),
         Example(
             TORCH + "\ntry:\n    import torch_xla.core.xla_model as xm\n    _ = xm.xla_device()\n    HAS_TPU = True\n"
             "except Exception:\n    HAS_TPU = False\n",
-            expect=((4, 5, "import of torch_xla.core.xla_model in try on TorchTPU: " + TPU_CHECK),),
+            expect=((4, 5, "import of torch_xla.core.xla_model in try fails on TorchTPU; test torch.accelerator "
+                           "instead"),),
             fixed=TORCH + "\nHAS_TPU = " + TPU_CHECK + "\n",
             title="a probe for a device",
         ),
         Example(
             "from transformers.utils import is_torch_xla_available\n\nif is_torch_xla_available():\n"
             "    use_tpu = True\n",
-            expect=((3, 4, "is_torch_xla_available() on TorchTPU: " + TPU_CHECK + "; needs a human: the library's "
-                           "test looks for torch_xla, not for a TPU"),),
+            expect=((3, 4, "is_torch_xla_available() is always false on TorchTPU; test torch.accelerator instead",
+                           TPU_CHECK + "; needs a human: the library's test looks for torch_xla, not for a TPU"),),
             title="a library's test",
         ),
         Example(
             TORCH + "\ntry:\n    import torch_xla.core.xla_model as xm\n    device = xm.xla_device()\n"
             "except ImportError:\n    device = torch.device('cpu')\n",
-            expect=((4, 5, "import of torch_xla.core.xla_model in try on TorchTPU: " + TPU_CHECK + "; needs a "
-                           "human: what the try binds or sets steers the code after it: rewrite that with the test"),),
+            expect=((4, 5, "import of torch_xla.core.xla_model in try fails on TorchTPU; test torch.accelerator "
+                           "instead"),),
             title="a fallback a human rewrites",
         ),
     )
@@ -110,10 +117,16 @@ class TorchTpuAvailabilityCheck(Rule):
             human = _HUMAN.get(check.kind) or \
                 (_GUARD_HUMAN if check.kind == "import guard" and check.flag is None else "") or \
                 (_SPEC_HUMAN if check.kind == "spec" and check.test is None else "")
-            becomes = check.written.replace('"xla"', '"tpu"') if check.kind == "device type" else TPU_CHECK
-            message = f"{check.written} on TorchTPU: {becomes}" + (f"; needs a human: {human}" if human else "")
+            if check.kind == "device type":
+                becomes = check.written.replace('"xla"', '"tpu"')
+                message = f"{check.written} -> {becomes} on TorchTPU"
+            else:
+                becomes = TPU_CHECK
+                answer = _ANSWER.get(check.kind, "is always false")
+                message = f"{check.written} {answer} on TorchTPU; test torch.accelerator instead"
+            facts = MigrationFacts(check.written, CHECK, becomes + (f"; needs a human: {human}" if human else ""))
             builder = None if human else (lambda site, c=check: _fix(c, site))
-            yield self.diagnostic(ctx, check.node, message), builder
+            yield migration_diagnostic(self, ctx, check.node, message, facts), builder
 
 
 def _fix(check: AvailabilityCheck, site: FixSite) -> Optional[Fix]:

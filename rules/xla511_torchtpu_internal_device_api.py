@@ -3,7 +3,9 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.fixing import Edit, Fix, FixSite
+from flake8_xla.migration.facts import MANUAL, MECHANICAL, MigrationFacts
 from flake8_xla.migration.matching import TORCHTPU, another_torch_tpu
+from flake8_xla.migration.rules import migration_diagnostic
 from flake8_xla.migration.table import internal_device_apis
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -48,20 +50,25 @@ class TorchTpuInternalDeviceApi(Rule):
         Example(
             "import torch\n\nif torch.tpu.is_available():\n    n = torch.tpu.device_count()\n"
             "    torch.tpu.synchronize()\n",
-            expect=((3, 4, "torch.tpu.is_available() on TorchTPU: internal, it raises RuntimeError from user code "
-                           "(torch>=2.11); use torch.accelerator.is_available()"),
-                    (4, 9, "torch.tpu.device_count() on TorchTPU: internal, it raises RuntimeError from user code "
-                           "(torch>=2.11); use torch.accelerator.device_count()"),
-                    (5, 5, "torch.tpu.synchronize() on TorchTPU: internal, it raises RuntimeError from user code "
-                           "(torch>=2.11); use torch.accelerator.synchronize()")),
+            expect=((3, 4, "torch.tpu.is_available() is internal and raises; use torch.accelerator.is_available()",
+                           "internal, it raises RuntimeError from user code (torch>=2.11); use "
+                           "torch.accelerator.is_available()"),
+                    (4, 9, "torch.tpu.device_count() is internal and raises; use torch.accelerator.device_count()",
+                           "internal, it raises RuntimeError from user code (torch>=2.11); use "
+                           "torch.accelerator.device_count()"),
+                    (5, 5, "torch.tpu.synchronize() is internal and raises; use torch.accelerator.synchronize()",
+                           "internal, it raises RuntimeError from user code (torch>=2.11); use "
+                           "torch.accelerator.synchronize()")),
             fixed="import torch\n\nif torch.accelerator.is_available():\n    n = torch.accelerator.device_count()\n"
                   "    torch.accelerator.synchronize()\n",
         ),
         Example(
             "import torch\n\nstate = torch.tpu.get_rng_state()\n",
-            expect=((3, 9, "torch.tpu.get_rng_state() on TorchTPU: internal, it raises RuntimeError from user code "
-                           "(torch>=2.13); use torch.accelerator.random.get_rng_state() (torch 2.14 and newer); needs "
-                           "a human: torch.accelerator.random is missing from torch 2.13"),),
+            expect=((3, 9, "torch.tpu.get_rng_state() is internal and raises; use "
+                           "torch.accelerator.random.get_rng_state()",
+                           "internal, it raises RuntimeError from user code (torch>=2.13); use "
+                           "torch.accelerator.random.get_rng_state() (torch 2.14 and newer); needs a human: "
+                           "torch.accelerator.random is missing from torch 2.13"),),
             title="no fix: the replacement is missing from torch 2.13",
         ),
     )
@@ -85,11 +92,14 @@ class TorchTpuInternalDeviceApi(Rule):
             random = api.prefer.startswith("torch.accelerator.random.")
             later = " (torch 2.14 and newer)" if random else ""
             human = "; needs a human: torch.accelerator.random is missing from torch 2.13" if random else ""
-            message = (f"{ref.written_prefix(ref.qualname)}() on TorchTPU: internal, it raises RuntimeError from "
-                       f"user code ({api.internal_when}); use {api.prefer}(){later}{human}")
+            written = f"{ref.written_prefix(ref.qualname)}()"
+            facts = MigrationFacts(written, MANUAL if random else MECHANICAL, (
+                f"internal, it raises RuntimeError from user code ({api.internal_when}); "
+                f"use {api.prefer}(){later}{human}"))
+            message = f"{written} is internal and raises; use {api.prefer}()"
             fixable = call is not None and not call.keywords and not random
-            yield self.diagnostic(ctx, ref.node, message), (lambda site, ref=ref, to=api.prefer: _rename(site, ref, to)) \
-                if fixable else None
+            yield migration_diagnostic(self, ctx, ref.node, message, facts), \
+                (lambda site, ref=ref, to=api.prefer: _rename(site, ref, to)) if fixable else None
 
 
 def _rename(site: FixSite, ref, to: str) -> Optional[Fix]:

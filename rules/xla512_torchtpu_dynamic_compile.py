@@ -4,11 +4,18 @@ from typing import Iterator
 
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.environment import string_value
+from flake8_xla.migration.facts import MANUAL, MigrationFacts
 from flake8_xla.migration.matching import TORCHTPU, speaks_torchtpu
+from flake8_xla.migration.rules import migration_diagnostic
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # the backends that are TorchTPU's after the move (openxla is rewritten to tpu by XLA501)
 _TPU_BACKENDS = ("tpu", "openxla", "openxla_eval")
+API = "dynamic=True of torch.compile()"
+MESSAGE = f"{API} raises NotImplementedError on TorchTPU; compile static shapes"
+FACTS = MigrationFacts(API, MANUAL, (
+    "the tpu backend raises NotImplementedError, it compiles static shapes; needs a human: pad to fixed shapes, or "
+    "mark the varying dimensions with torch._dynamo.mark_dynamic (compiled as bounded buckets)"))
 
 
 class TorchTpuDynamicCompile(Rule):
@@ -42,15 +49,16 @@ class TorchTpuDynamicCompile(Rule):
     invalid = (
         Example(
             "import torch\n\nstep = torch.compile(train_step, backend='tpu', dynamic=True)\n",
-            expect=((3, 49, "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
-                            "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying "
-                            "dimensions with torch._dynamo.mark_dynamic (compiled as bounded buckets)"),),
+            expect=((3, 49, "dynamic=True of torch.compile() raises NotImplementedError on TorchTPU; compile "
+                            "static shapes",
+                            "the tpu backend raises NotImplementedError, it compiles static shapes; needs a "
+                            "human: pad to fixed shapes, or mark the varying dimensions with "
+                            "torch._dynamo.mark_dynamic (compiled as bounded buckets)"),),
         ),
         Example(
             "import torch\nimport torch_tpu\n\nmodel = torch.compile(model, dynamic=True)\n",
-            expect=((4, 30, "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
-                            "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying "
-                            "dimensions with torch._dynamo.mark_dynamic (compiled as bounded buckets)"),),
+            expect=((4, 30, "dynamic=True of torch.compile() raises NotImplementedError on TorchTPU; compile "
+                            "static shapes"),),
             title="no backend in TorchTPU code: the default backend is tpu on a TPU host",
         ),
     )
@@ -75,7 +83,4 @@ class TorchTpuDynamicCompile(Rule):
                     tpu_code = speaks_torchtpu(model)
                 if not tpu_code:
                     continue
-            yield self.diagnostic(ctx, dynamic, (
-                "dynamic=True of torch.compile() on TorchTPU: the tpu backend raises NotImplementedError, it "
-                "compiles static shapes; needs a human: pad to fixed shapes, or mark the varying dimensions with "
-                "torch._dynamo.mark_dynamic (compiled as bounded buckets)"))
+            yield migration_diagnostic(self, ctx, dynamic, MESSAGE, FACTS)

@@ -4,7 +4,9 @@ from typing import Iterator, Optional
 
 from flake8_xla.analysis.environment import string_value
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.migration.facts import MANUAL, MigrationFacts
 from flake8_xla.migration.matching import TORCHTPU, speaks_torchtpu
+from flake8_xla.migration.rules import migration_diagnostic
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 # callee -> (position, keyword) of its start method
@@ -16,6 +18,12 @@ _START_METHOD = {
     "torch.multiprocessing.start_processes": (None, "start_method"),
     "torch.multiprocessing.spawn.start_processes": (None, "start_method"),
 }
+API = "start method 'fork'"
+MESSAGE = f"{API} fails on TorchTPU once a child uses the TPU; use 'spawn'"
+FACTS = MigrationFacts(API, MANUAL, (
+    "a forked child that uses the TPU raises 'cannot access or re-initialize TPU in a forked subprocess', the "
+    "device being set up at import torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments "
+    "must pickle)"))
 
 
 class TorchTpuForkStartMethod(Rule):
@@ -52,16 +60,15 @@ class TorchTpuForkStartMethod(Rule):
     invalid = (
         Example(
             "import torch.multiprocessing as mp\nimport torch_tpu\n\nmp.set_start_method('fork', force=True)\n",
-            expect=((4, 21, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
-                            "access or re-initialize TPU in a forked subprocess', the device being set up at import "
-                            "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
+            expect=((4, 21, "start method 'fork' fails on TorchTPU once a child uses the TPU; use 'spawn'",
+                            "a forked child that uses the TPU raises 'cannot access or re-initialize TPU in a "
+                            "forked subprocess', the device being set up at import torch on a TPU host; needs a "
+                            "human: use 'spawn' (the worker and its arguments must pickle)"),),
         ),
         Example(
             "import multiprocessing\nimport torch\n\ntorch.tpu.set_eager_mode(mode)\n"
             "ctx = multiprocessing.get_context(method='fork')\n",
-            expect=((5, 42, "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot "
-                            "access or re-initialize TPU in a forked subprocess', the device being set up at import "
-                            "torch on a TPU host; needs a human: use 'spawn' (the worker and its arguments must pickle)"),),
+            expect=((5, 42, "start method 'fork' fails on TorchTPU once a child uses the TPU; use 'spawn'"),),
             title="the standard library's multiprocessing in a file that uses torch.tpu",
         ),
     )
@@ -77,10 +84,7 @@ class TorchTpuForkStartMethod(Rule):
                 continue
             node = _argument(call, *where)
             if string_value(node) == "fork":
-                yield self.diagnostic(ctx, node, (
-                    "start method 'fork' on TorchTPU: a forked child that uses the TPU raises 'cannot access or "
-                    "re-initialize TPU in a forked subprocess', the device being set up at import torch on a TPU "
-                    "host; needs a human: use 'spawn' (the worker and its arguments must pickle)"))
+                yield migration_diagnostic(self, ctx, node, MESSAGE, FACTS)
 
 
 def _argument(call: ast.Call, position: Optional[int], keyword: str) -> Optional[ast.AST]:

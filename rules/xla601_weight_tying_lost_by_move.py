@@ -88,26 +88,29 @@ class WeightTyingLostByMove(Rule):
         Example(
             HEADER + _NET + "        self.head.weight = self.embed.weight\n\n\n"
             "model = LM().to(torch_xla.device())\n",
-            expect=((12, 9, "LM().to(...) moves the parameters tied by `self.head.weight = self.embed.weight` "
-                            "(line 9) to the XLA device as separate tensors: the tie is lost and each copy "
-                            "trains on its own; tie them again after the move"),),
+            expect=((12, 9, "LM().to(...) unties `self.head.weight = self.embed.weight`; tie them again after "
+                            "the move",
+                     "It moves the parameters tied at line 9 to the XLA device as separate tensors: the tie is "
+                     "lost and each copy trains on its own."),),
         ),
         Example(
             HEADER + "import torch_xla.core.xla_model as xm\n\n\n"
             "def main(model):\n    device = xm.xla_device()\n    model.tie_weights()\n    model = model.to(device)\n"
             "    optimizer = make_optimizer(model.parameters())\n",
             target="2.7",
-            expect=((10, 13, "model.to(...) moves the parameters tied by `model.tie_weights()` (line 9) to the "
-                            "XLA device as separate tensors: the tie is lost and each copy trains on its own; "
-                            "call model.tie_weights() again after the move"),),
+            expect=((10, 13, "model.to(...) unties `model.tie_weights()`; call model.tie_weights() again after "
+                             "the move",
+                     "It moves the parameters tied at line 9 to the XLA device as separate tensors: the tie is "
+                     "lost and each copy trains on its own."),),
             title="tie_weights() before the move",
         ),
         Example(
             HEADER + "\ndef run(model):\n    model.decoder.weight = model.encoder.weight\n"
             "    model.to('xla')\n",
-            expect=((7, 5, "model.to(...) moves the parameters tied by `model.decoder.weight = "
-                           "model.encoder.weight` (line 6) to the XLA device as separate tensors: the tie is "
-                           "lost and each copy trains on its own; tie them again after the move"),),
+            expect=((7, 5, "model.to(...) unties `model.decoder.weight = model.encoder.weight`; tie them again "
+                           "after the move",
+                     "It moves the parameters tied at line 6 to the XLA device as separate tensors: the tie is "
+                     "lost and each copy trains on its own."),),
             title="an assignment in the same function, the device by name",
         ),
     )
@@ -137,9 +140,10 @@ class WeightTyingLostByMove(Rule):
             moved = _assigned_to(at.statement, call) or dotted(call.func.value)
             again = f"call {moved}.tie_weights() again after the move" if tie.tie_weights and moved else \
                 "tie them again after the move"
-            yield self.diagnostic(ctx, call, (
-                f"{receiver}.{call.func.attr}(...) moves the parameters tied by `{tie.text}` (line {tie.node.lineno}) "
-                f"to the XLA device as separate tensors: the tie is lost and each copy trains on its own; {again}"))
+            yield self.diagnostic(
+                ctx, call, f"{receiver}.{call.func.attr}(...) unties `{tie.text}`; {again}",
+                help=(f"It moves the parameters tied at line {tie.node.lineno} to the XLA device as separate tensors: "
+                      "the tie is lost and each copy trains on its own."))
 
     @staticmethod
     def _tie_before(ctx: FileContext, flow: FlowFacts, classes: Dict[str, Tie], call: ast.Call,

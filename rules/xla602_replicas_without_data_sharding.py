@@ -11,8 +11,8 @@ from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 HEADER = "import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n" \
          "from torch.utils.data import DataLoader\nfrom torchvision import datasets\n\n"
-INSTEAD = ("pass sampler=DistributedSampler(dataset, num_replicas=torch_xla.runtime.world_size(), "
-           "rank=torch_xla.runtime.global_ordinal())")
+INSTEAD = ("Pass sampler=DistributedSampler(dataset, num_replicas=torch_xla.runtime.world_size(), "
+           "rank=torch_xla.runtime.global_ordinal()).")
 
 
 class ReplicasWithoutDataSharding(Rule):
@@ -85,9 +85,11 @@ class ReplicasWithoutDataSharding(Rule):
             "    loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True)\n"
             "    for x, y in pl.MpDeviceLoader(loader, device):\n        step(x, y)\n\n\n"
             "if __name__ == '__main__':\n    torch_xla.launch(_mp_fn)\n",
-            expect=((10, 14, "DataLoader(...) has no sampler, and `_mp_fn` runs in every process that "
-                             "torch_xla.launch(...) on line 16 starts: each replica trains on the whole dataset "
-                             "(MpDeviceLoader does not shard); " + INSTEAD),),
+            expect=((10, 14, "DataLoader(...) needs a DistributedSampler: each replica trains on the whole "
+                             "dataset",
+                     "`_mp_fn` runs in every process that torch_xla.launch(...) on line 16 starts, and "
+                     "MpDeviceLoader does not shard. Pass sampler=DistributedSampler(dataset, "
+                     "num_replicas=torch_xla.runtime.world_size(), rank=torch_xla.runtime.global_ordinal())."),),
         ),
         Example(
             HEADER + "import torch_xla.distributed.xla_multiprocessing as xmp\n\n\n"
@@ -96,9 +98,12 @@ class ReplicasWithoutDataSharding(Rule):
             "def get_loader(batch_size):\n    return DataLoader(Pairs(), batch_size=batch_size, sampler=None,"
             " drop_last=True)\n\n\ndef train(flags):\n    loader = get_loader(flags.batch_size)\n\n\n"
             "def _mp_fn(index, flags):\n    train(flags)\n\n\nxmp.spawn(_mp_fn, args=(FLAGS,))\n",
-            expect=((19, 12, "DataLoader(...) has no sampler, and `get_loader` (called from `train`, called from "
-                             "`_mp_fn`) runs in every process that xmp.spawn(...) on line 30 starts: each replica "
-                             "trains on the whole dataset (MpDeviceLoader does not shard); " + INSTEAD),),
+            expect=((19, 12, "DataLoader(...) needs a DistributedSampler: each replica trains on the whole "
+                             "dataset",
+                     "`get_loader` (called from `train`, called from `_mp_fn`) runs in every process that "
+                     "xmp.spawn(...) on line 30 starts, and MpDeviceLoader does not shard. Pass "
+                     "sampler=DistributedSampler(dataset, num_replicas=torch_xla.runtime.world_size(), "
+                     "rank=torch_xla.runtime.global_ordinal())."),),
             title="a Dataset class of the file, in a function the launched one calls, sampler=None",
         ),
         Example(
@@ -108,9 +113,11 @@ class ReplicasWithoutDataSharding(Rule):
             "if __name__ == '__main__':\n"
             "    data = datasets.FashionMNIST('/tmp/fmnist', train=True, download=True)\n"
             "    torch_xla.launch(_mp_fn, args=(data, FLAGS))\n",
-            expect=((8, 14, "DataLoader(...) has no sampler, and `_mp_fn` runs in every process that "
-                            "torch_xla.launch(...) on line 14 starts: each replica trains on the whole dataset "
-                            "(MpDeviceLoader does not shard); " + INSTEAD),),
+            expect=((8, 14, "DataLoader(...) needs a DistributedSampler: each replica trains on the whole "
+                            "dataset",
+                     "`_mp_fn` runs in every process that torch_xla.launch(...) on line 14 starts, and "
+                     "MpDeviceLoader does not shard. Pass sampler=DistributedSampler(dataset, "
+                     "num_replicas=torch_xla.runtime.world_size(), rank=torch_xla.runtime.global_ordinal())."),),
             title="the dataset handed to the launched function",
         ),
     )
@@ -139,9 +146,10 @@ class ReplicasWithoutDataSharding(Rule):
             if loaders.for_evaluation(call) or loaders.splits_itself(dataset) or \
                     _rank_guarded(ctx, call, owner) or not loaders.trained_on(call):
                 continue
-            yield self.diagnostic(ctx, call, (
-                f"{ref.written_prefix(ref.qualname)}(...) has no sampler, and {reason}: each replica trains on the "
-                f"whole dataset (MpDeviceLoader does not shard); {INSTEAD}"))
+            yield self.diagnostic(
+                ctx, call, f"{ref.written_prefix(ref.qualname)}(...) needs a DistributedSampler: each replica trains "
+                "on the whole dataset",
+                help=f"{reason}, and MpDeviceLoader does not shard. {INSTEAD}")
 
 
 def _is_none(node: ast.AST) -> bool:

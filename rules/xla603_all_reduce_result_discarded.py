@@ -80,27 +80,31 @@ class AllReduceResultDiscarded(Rule):
         Example(
             HEADER + "device = torch_xla.device()\ncorrect = torch.zeros(1, device=device)\n"
             "xm.all_reduce(xm.REDUCE_SUM, correct)\nprint(correct)\n",
-            expect=((7, 1, "xm.all_reduce() of one tensor returns the reduced tensor and leaves `correct` as it "
-                           "was: the result is discarded here, so every replica keeps its own value; assign it "
-                           "(`correct = xm.all_reduce(...)`) or pass a list (`[correct]`) to reduce in place"),),
+            expect=((7, 1, "xm.all_reduce() result is discarded, so `correct` keeps each replica's value; "
+                           "assign it",
+                     "xm.all_reduce() of one tensor returns the reduced tensor and leaves its input as it was. "
+                     "Assign it (`correct = xm.all_reduce(...)`) or pass a list (`[correct]`) to reduce in "
+                     "place."),),
             fixed=HEADER + "device = torch_xla.device()\ncorrect = torch.zeros(1, device=device)\n"
             "xm.all_reduce(xm.REDUCE_SUM, [correct])\nprint(correct)\n",
         ),
         Example(
             HEADER + "def step(model, optimizer):\n    for p in model.parameters():\n"
             "        xm.all_reduce(xm.REDUCE_SUM, inputs=p.grad, scale=0.5)\n    optimizer.step()\n",
-            expect=((7, 9, "xm.all_reduce() of one tensor returns the reduced tensor and leaves `p.grad` as it "
-                           "was: the result is discarded here, so every replica keeps its own value; assign it "
-                           "(`p.grad = xm.all_reduce(...)`) or pass a list (`[p.grad]`) to reduce in place"),),
+            expect=((7, 9, "xm.all_reduce() result is discarded, so `p.grad` keeps each replica's value; "
+                           "assign it",
+                     "xm.all_reduce() of one tensor returns the reduced tensor and leaves its input as it was. "
+                     "Assign it (`p.grad = xm.all_reduce(...)`) or pass a list (`[p.grad]`) to reduce in place."),),
             fixed=HEADER + "def step(model, optimizer):\n    for p in model.parameters():\n"
             "        xm.all_reduce(xm.REDUCE_SUM, inputs=[p.grad], scale=0.5)\n    optimizer.step()\n",
             title="gradients one by one, the keyword form",
         ),
         Example(
             HEADER + "def report(loss):\n    xm.all_reduce('sum', loss.detach())\n",
-            expect=((6, 5, "xm.all_reduce() of one tensor returns the reduced tensor and does not change its "
-                           "input: the result is discarded here; assign it (`reduced = xm.all_reduce(...)`) "
-                           "and use that"),),
+            expect=((6, 5, "xm.all_reduce() result is discarded, and its input is unchanged; assign it and use "
+                           "that",
+                     "xm.all_reduce() of one tensor returns the reduced tensor and does not change its input. "
+                     "Assign it (`reduced = xm.all_reduce(...)`) and use that."),),
             title="an expression: no fix",
         ),
     )
@@ -130,14 +134,16 @@ class AllReduceResultDiscarded(Rule):
             spelled = ref.written_prefix(ref.qualname)
             if type(inputs) in (ast.Name, ast.Attribute):
                 text = ast.unparse(inputs)
-                message = (f"{spelled}() of one tensor returns the reduced tensor and leaves `{text}` as it was: "
-                           "the result is discarded here, so every replica keeps its own value; assign it "
-                           f"(`{text} = {spelled}(...)`) or pass a list (`[{text}]`) to reduce in place")
-                yield self.diagnostic(ctx, call, message), _list_fix(inputs)
+                yield self.diagnostic(
+                    ctx, call, f"{spelled}() result is discarded, so `{text}` keeps each replica's value; assign it",
+                    help=(f"{spelled}() of one tensor returns the reduced tensor and leaves its input as it was. "
+                          f"Assign it (`{text} = {spelled}(...)`) or pass a list (`[{text}]`) to reduce in "
+                          "place.")), _list_fix(inputs)
             else:
-                message = (f"{spelled}() of one tensor returns the reduced tensor and does not change its input: "
-                           f"the result is discarded here; assign it (`reduced = {spelled}(...)`) and use that")
-                yield self.diagnostic(ctx, call, message), None
+                yield self.diagnostic(
+                    ctx, call, f"{spelled}() result is discarded, and its input is unchanged; assign it and use that",
+                    help=(f"{spelled}() of one tensor returns the reduced tensor and does not change its input. "
+                          f"Assign it (`reduced = {spelled}(...)`) and use that.")), None
 
 
 def _one_tensor(ctx: FileContext, tensors: TensorFacts, node: ast.AST, depth: int) -> bool:

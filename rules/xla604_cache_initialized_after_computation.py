@@ -11,8 +11,8 @@ from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 INITIALIZE_CACHE = "torch_xla.runtime.initialize_cache"
 HEADER = "import torch\nimport torch_xla\n" + EXAMPLE_XR
-EFFECT = ("it fails with AssertionError 'Computation cache has already been initialized' (and a try/except around it "
-          "leaves the persistent cache off); call it first, before anything runs on the device")
+EFFECT = ("initialize_cache() fails with AssertionError 'Computation cache has already been initialized' (and a "
+          "try/except around it leaves the persistent cache off).")
 
 
 class CacheInitializedAfterComputation(Rule):
@@ -69,14 +69,20 @@ class CacheInitializedAfterComputation(Rule):
         Example(
             HEADER + "\ndevice = torch_xla.device()\nt = torch.ones(3, device=device)\nprint((t * 2).sum().item())\n"
             "xr.initialize_cache('/tmp/xla_cache')\n",
-            expect=((8, 1, "initialize_cache() is called after a computation ran on the XLA device (.item() on "
-                           "line 7): " + EFFECT),),
+            expect=((8, 1, "initialize_cache() after a computation on the XLA device fails; call it before "
+                           "anything runs",
+                     "A computation ran on the XLA device first (.item() on line 7): initialize_cache() fails "
+                     "with AssertionError 'Computation cache has already been initialized' (and a try/except "
+                     "around it leaves the persistent cache off)."),),
         ),
         Example(
             HEADER + EXAMPLE_XM + "\n\ndef _mp_fn(index):\n    xm.rendezvous('start')\n"
             "    xr.initialize_cache(f'/tmp/xla_cache_{index}')\n",
-            expect=((9, 5, "initialize_cache() is called after a computation ran on the XLA device "
-                           "(xm.rendezvous() on line 8): " + EFFECT),),
+            expect=((9, 5, "initialize_cache() after a computation on the XLA device fails; call it before "
+                           "anything runs",
+                     "A computation ran on the XLA device first (xm.rendezvous() on line 8): "
+                     "initialize_cache() fails with AssertionError 'Computation cache has already been "
+                     "initialized' (and a try/except around it leaves the persistent cache off)."),),
             title="a rendezvous compiles a graph",
         ),
         Example(
@@ -84,8 +90,11 @@ class CacheInitializedAfterComputation(Rule):
             "    device = torch_xla.device()\n    for x, y in pl.MpDeviceLoader(loader, device):\n"
             "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
             "    xr.initialize_cache('/tmp/xla_cache')\n",
-            expect=((13, 5, "initialize_cache() is called after a computation ran on the XLA device (the loop over "
-                            "a device loader on line 9): " + EFFECT),),
+            expect=((13, 5, "initialize_cache() after a computation on the XLA device fails; call it before "
+                            "anything runs",
+                     "A computation ran on the XLA device first (the loop over a device loader on line 9): "
+                     "initialize_cache() fails with AssertionError 'Computation cache has already been "
+                     "initialized' (and a try/except around it leaves the persistent cache off)."),),
             title="after a training loop",
         ),
     )
@@ -106,9 +115,10 @@ class CacheInitializedAfterComputation(Rule):
                        if (node.lineno, node.col_offset) < (call.lineno, call.col_offset) and within(at, where)]
             if earlier:
                 node, what = min(earlier, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
-                yield self.diagnostic(ctx, call, (
-                    f"initialize_cache() is called after a computation ran on the XLA device ({what} on line "
-                    f"{node.lineno}): {EFFECT}"))
+                yield self.diagnostic(
+                    ctx, call, "initialize_cache() after a computation on the XLA device fails; call it before "
+                    "anything runs",
+                    help=f"A computation ran on the XLA device first ({what} on line {node.lineno}): {EFFECT}")
 
 
 def _checked_first(call: ast.Call, tree_parents: Dict[int, ast.AST]) -> bool:

@@ -122,9 +122,10 @@ class TorchSeedWithoutXlaSeed(Rule):
         Example(
             HEADER + "def main(seed):\n    torch.manual_seed(seed)\n"
             "    return torch.randn(8, device=torch_xla.device())\n",
-            expect=((5, 5, "torch.manual_seed() does not seed the XLA random generator: the random numbers "
-                           "made on the device (torch.randn() on line 6) keep its default seed, the same in "
-                           "every run and every process; also call torch_xla.manual_seed(seed) (2.5+)"),),
+            expect=((5, 5, "torch.manual_seed() does not seed the XLA generator; also call "
+                           "torch_xla.manual_seed(seed) (2.5+)",
+                     "The random numbers made on the device (torch.randn() on line 6) keep the XLA generator's "
+                     "default seed, the same in every run and every process."),),
         ),
         Example(
             HEADER + "import torch.nn as nn\nimport torch_xla.core.xla_model as xm\n\n\n"
@@ -135,19 +136,21 @@ class TorchSeedWithoutXlaSeed(Rule):
             "    optimizer = make_optimizer(model)\n    for x, y in loader:\n"
             "        loss = model(x).sum()\n        loss.backward()\n        xm.optimizer_step(optimizer)\n",
             target="2.4",
-            expect=((9, 5, "torch.manual_seed() does not seed the XLA random generator: the random numbers "
-                           "made on the device (dropout on line 15) keep its default seed, "
-                           "the same in every run and every process; also call xm.set_rng_state(seed), "
-                           "or xla_compat.manual_seed(seed) on any release"),),
+            expect=((9, 5, "torch.manual_seed() does not seed the XLA generator; also call "
+                           "xm.set_rng_state(seed)",
+                     "The random numbers made on the device (dropout on line 15) keep the XLA generator's "
+                     "default seed, the same in every run and every process. Or call "
+                     "xla_compat.manual_seed(seed), on any release."),),
             title="a per-rank seed for a model with dropout, torch_xla before 2.5",
         ),
         Example(
             HEADER + "import torch.nn as nn\n\n\ndef init_table(rank):\n    torch.manual_seed(rank)\n"
             "    table = torch.empty(1000, 64, device=torch_xla.device())\n    nn.init.normal_(table)\n"
             "    return table\n",
-            expect=((8, 5, "torch.manual_seed() does not seed the XLA random generator: the random numbers "
-                           "made on the device (nn.init.normal_() on line 10) keep its default seed, the same "
-                           "in every run and every process; also call torch_xla.manual_seed(seed) (2.5+)"),),
+            expect=((8, 5, "torch.manual_seed() does not seed the XLA generator; also call "
+                           "torch_xla.manual_seed(seed) (2.5+)",
+                     "The random numbers made on the device (nn.init.normal_() on line 10) keep the XLA "
+                     "generator's default seed, the same in every run and every process."),),
             title="weights initialised on the device, seeded per rank",
         ),
     )
@@ -167,15 +170,15 @@ class TorchSeedWithoutXlaSeed(Rule):
             return
         line, what = evidence
         if ctx.target.version >= _SINCE:
-            instead = "also call torch_xla.manual_seed(seed) (2.5+)"
+            instead, other = "torch_xla.manual_seed(seed) (2.5+)", ""
         else:
-            instead = "also call xm.set_rng_state(seed), or xla_compat.manual_seed(seed) on any release"
+            instead, other = "xm.set_rng_state(seed)", " Or call xla_compat.manual_seed(seed), on any release."
         for ref in seeds:
             spelled = ref.written_prefix(ref.qualname)
-            yield self.diagnostic(ctx, ref.call, (
-                f"{spelled}() does not seed the XLA random generator: the random numbers made on the device "
-                f"({what} on line {line}) keep its default seed, the same in every run and every process; "
-                f"{instead}"))
+            yield self.diagnostic(
+                ctx, ref.call, f"{spelled}() does not seed the XLA generator; also call {instead}",
+                help=(f"The random numbers made on the device ({what} on line {line}) keep the XLA generator's "
+                      f"default seed, the same in every run and every process.{other}"))
 
 
 def _other_seeding(ctx: FileContext) -> bool:

@@ -75,9 +75,10 @@ class Fp16AutocastOnTpu(Rule):
     invalid = (
         Example(
             HEADER + "with torch_xla.amp.autocast(device, dtype=torch.float16):\n    y = model(x)\n",
-            expect=((6, 6, "torch_xla.amp.autocast(..., dtype=torch.float16) on TPU warns 'the target dtype "
-                           "is not supported' and disables autocast: the region runs in float32; use "
-                           "dtype=torch.bfloat16 (the TPU default)"),),
+            expect=((6, 6, "torch_xla.amp.autocast(..., dtype=torch.float16) is disabled on TPU; use "
+                           "dtype=torch.bfloat16",
+                     "On TPU it warns 'the target dtype is not supported' and disables autocast: the region "
+                     "runs in float32. bfloat16 is the TPU default."),),
             fixed=HEADER + "with torch_xla.amp.autocast(device, dtype=torch.bfloat16):\n    y = model(x)\n",
         ),
         Example(
@@ -85,9 +86,9 @@ class Fp16AutocastOnTpu(Rule):
             "def train_step(model, x, device):\n    with autocast(device, True, AMP_DTYPE):\n"
             "        return model(x).sum()\n",
             target="2.8",
-            expect=((8, 10, "autocast(..., dtype=torch.half) on TPU warns 'the target dtype is not supported' "
-                            "and disables autocast: the region runs in float32 (float16 is for XLA:GPU only); "
-                            "use dtype=torch.bfloat16 (the TPU default)"),),
+            expect=((8, 10, "autocast(..., dtype=torch.half) is disabled on TPU; use dtype=torch.bfloat16",
+                     "On TPU it warns 'the target dtype is not supported' and disables autocast: the region "
+                     "runs in float32 (float16 is for XLA:GPU only). bfloat16 is the TPU default."),),
             title="from a constant, positionally, torch_xla 2.8",
         ),
     )
@@ -119,11 +120,12 @@ class Fp16AutocastOnTpu(Rule):
             if qualname not in FLOAT16:
                 continue
             gpu = "" if ctx.target.version >= _NO_GPU_SINCE else " (float16 is for XLA:GPU only)"
-            message = (f"{ref.written_prefix(ref.qualname)}(..., dtype={qualname}) on TPU warns 'the target dtype "
-                       f"is not supported' and disables autocast: the region runs in float32{gpu}; use "
-                       "dtype=torch.bfloat16 (the TPU default)")
+            message = (f"{ref.written_prefix(ref.qualname)}(..., dtype={qualname}) is disabled on TPU; use "
+                       "dtype=torch.bfloat16")
+            help = (f"On TPU it warns 'the target dtype is not supported' and disables autocast: the region runs in "
+                    f"float32{gpu}. bfloat16 is the TPU default.")
             fix = _bfloat16(written) if written is value and type(written) is ast.Attribute else None
-            yield self.diagnostic(ctx, call, message), fix
+            yield self.diagnostic(ctx, call, message, help=help), fix
 
 
 def _probing_autocast(ctx: FileContext) -> set:

@@ -42,8 +42,10 @@ def _is_cuda_text(node: Optional[ast.AST]) -> bool:
 class CudaUse(NamedTuple):
     node: ast.AST
     label: str  # how the message names it
-    effect: str  # what it does on XLA
-    instead: str
+    problem: str  # what it does on XLA, in a few words for the message
+    instead: str  # the replacement, for the message
+    effect: str  # what it does on XLA, in full for the help
+    detail: str = ""  # more of the help: why the replacement
 
 
 class CudaCallInXlaCode(Rule):
@@ -120,15 +122,15 @@ class CudaCallInXlaCode(Rule):
             "            loss = loss_fn(model(batch.to(device)), target.to(device))\n"
             "        scaler.scale(loss).backward()\n        scaler.step(optimizer)\n        scaler.update()\n"
             "        torch_xla.sync()\n",
-            expect=(
-                (8, 14, "torch.cuda.amp.GradScaler() in code that runs on the XLA device (`torch_xla.device()`, "
-                        "line 5): it stays enabled on XLA and every scaler.step() reads its inf check on the host, "
-                        "one more graph execution per step; bfloat16 on TPU needs no loss scaling: drop the scaler "
-                        "(and use torch.autocast('xla', dtype=torch.bfloat16))"),
-                (10, 14, "torch.cuda.amp.autocast() in code that runs on the XLA device (`torch_xla.device()`, "
-                         "line 5): CUDA autocast does not apply to XLA tensors, their ops stay float32; use "
-                         "torch.autocast('xla', dtype=torch.bfloat16)"),
-            ),
+            expect=((8, 14, "torch.cuda.amp.GradScaler() in XLA code adds a graph execution per step; drop it",
+                     "This code runs on the XLA device (`torch_xla.device()`, line 5): it stays enabled on XLA "
+                     "and every scaler.step() reads its inf check on the host, one more graph execution per "
+                     "step. bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
+                     "torch.autocast('xla', dtype=torch.bfloat16))."),
+                    (10, 14, "torch.cuda.amp.autocast() in XLA code is CUDA-only; use torch.autocast('xla', "
+                             "dtype=torch.bfloat16)",
+                     "This code runs on the XLA device (`torch_xla.device()`, line 5): CUDA autocast does not "
+                     "apply to XLA tensors, their ops stay float32."),),
             title="CUDA AMP in an XLA training loop",
         ),
         Example(
@@ -136,17 +138,26 @@ class CudaCallInXlaCode(Rule):
             "model = Net().cuda()\nx = torch.zeros(8, 4, device='cuda')\nfor step in range(10):\n"
             "    loss = model(x).sum()\n    loss.backward()\n    xm.optimizer_step(optimizer)\n"
             "    torch.cuda.synchronize()\n    torch.cuda.empty_cache()\n",
-            expect=(
-                (7, 9, "Net().cuda() in code that runs on the XLA device (`xm.xla_device()`, line 6): " + RAISES +
-                       ", and XLA:CUDA was removed in torch_xla 2.9; use .to(device) with the XLA device"),
-                (8, 5, "device='cuda' in code that runs on the XLA device (`xm.xla_device()`, line 6): " + RAISES +
-                       ", and XLA:CUDA was removed in torch_xla 2.9; use the XLA device (device=torch_xla.device())"),
-                (13, 5, "torch.cuda.synchronize() in code that runs on the XLA device (`xm.xla_device()`, line 6): " +
-                        RAISES + ", and XLA:CUDA was removed in torch_xla 2.9; use torch_xla.sync(wait=True) to run "
-                                 "the pending graph and wait for the device"),
-                (14, 5, "torch.cuda.empty_cache() in code that runs on the XLA device (`xm.xla_device()`, line 6): "
-                        "it does nothing there, XLA frees device memory when its tensors are freed; remove it"),
-            ),
+            expect=((7, 9, "Net().cuda() in XLA code raises without CUDA; use .to(device) with the XLA device",
+                     "This code runs on the XLA device (`xm.xla_device()`, line 6): on a host without CUDA (a "
+                     'TPU VM) it raises (RuntimeError "Found no NVIDIA driver on your system"; with a CPU '
+                     'build of torch, AssertionError "Torch not compiled with CUDA enabled"), and XLA:CUDA was '
+                     "removed in torch_xla 2.9."),
+                    (8, 5, "device='cuda' in XLA code raises without CUDA; use device=torch_xla.device()",
+                     "This code runs on the XLA device (`xm.xla_device()`, line 6): on a host without CUDA (a "
+                     'TPU VM) it raises (RuntimeError "Found no NVIDIA driver on your system"; with a CPU '
+                     'build of torch, AssertionError "Torch not compiled with CUDA enabled"), and XLA:CUDA was '
+                     "removed in torch_xla 2.9."),
+                    (13, 5, "torch.cuda.synchronize() in XLA code raises without CUDA; use "
+                            "torch_xla.sync(wait=True)",
+                     "This code runs on the XLA device (`xm.xla_device()`, line 6): on a host without CUDA (a "
+                     'TPU VM) it raises (RuntimeError "Found no NVIDIA driver on your system"; with a CPU '
+                     'build of torch, AssertionError "Torch not compiled with CUDA enabled"), and XLA:CUDA was '
+                     "removed in torch_xla 2.9. torch_xla.sync(wait=True) runs the pending graph and waits for "
+                     "the device."),
+                    (14, 5, "torch.cuda.empty_cache() in XLA code does nothing; remove it",
+                     "This code runs on the XLA device (`xm.xla_device()`, line 6): it does nothing there, XLA "
+                     "frees device memory when its tensors are freed."),),
             title="a script",
         ),
     )
@@ -163,65 +174,75 @@ class CudaCallInXlaCode(Rule):
             if evidence is None:
                 continue
             line = ctx.column(evidence.node)[0]
-            yield self.diagnostic(ctx, use.node, (
-                f"{use.label} in code that runs on the XLA device (`{evidence.label}`, line {line}): "
-                f"{use.effect}; {use.instead}"))
+            yield self.diagnostic(
+                ctx, use.node, f"{use.label} in XLA code {use.problem}; {use.instead}",
+                help=f"This code runs on the XLA device (`{evidence.label}`, line {line}): {use.effect}.{use.detail}")
 
     def _uses(self, ctx: FileContext) -> Iterator[CudaUse]:
-        sync = "torch_xla.sync(wait=True)" if ctx.target.version >= _SORTED else \
-            "xm.mark_step() and xm.wait_device_ops()"
+        if ctx.target.version >= _SORTED:
+            sync, synced = "torch_xla.sync(wait=True)", " torch_xla.sync(wait=True) runs the pending graph and waits"
+        else:
+            sync, synced = "xm.mark_step(), xm.wait_device_ops()", \
+                " xm.mark_step() and xm.wait_device_ops() run the pending graph and wait"
         amp = ctx.target.version >= _XLA_CUDA_REMOVED
         raises = RAISES + (", and XLA:CUDA was removed in torch_xla 2.9" if amp else "")
+        without_cuda = "raises without CUDA"
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if ref.is_import or call is None:
                 continue
             name, label = ref.qualname, f"{ref.written_prefix(ref.qualname)}()"
             if name in RAISING:
-                instead = f"use {sync} to run the pending graph and wait for the device" \
-                    if name.endswith("synchronize") else "torch_xla picks each process's device itself: " \
-                    "use torch_xla.device() (xm.xla_device_hw(device) names its kind)"
-                yield CudaUse(call, label, raises, instead)
+                if name.endswith("synchronize"):
+                    yield CudaUse(call, label, without_cuda, f"use {sync}", raises, f"{synced} for the device.")
+                else:
+                    yield CudaUse(call, label, without_cuda, "use torch_xla.device()", raises,
+                                  " torch_xla picks each process's device itself: use torch_xla.device() "
+                                  "(xm.xla_device_hw(device) names its kind).")
             elif name == EMPTY_CACHE:
-                yield CudaUse(call, label, "it does nothing there, XLA frees device memory when its tensors are freed",
-                              "remove it")
+                yield CudaUse(call, label, "does nothing", "remove it",
+                              "it does nothing there, XLA frees device memory when its tensors are freed")
             elif not amp or not _enabled(call):
                 continue
             elif name in CUDA_AUTOCAST or name in AUTOCAST and _is_cuda_text(argument(call, 0, "device_type")):
                 if name in AUTOCAST:
                     label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device_type'))})"
-                yield CudaUse(call, label, _autocast_effect(call),
-                              "use torch.autocast('xla', dtype=torch.bfloat16)")
+                yield CudaUse(call, label, "is CUDA-only", "use torch.autocast('xla', dtype=torch.bfloat16)",
+                              _autocast_effect(call))
             elif name in CUDA_SCALER or name in SCALER and _cuda_or_default(argument(call, 0, "device")):
                 if name in SCALER and argument(call, 0, "device") is not None:
                     label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device'))})"
-                yield CudaUse(call, label, "it stays enabled on XLA and every scaler.step() reads its inf check on "
-                              "the host, one more graph execution per step",
-                              "bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
-                              "torch.autocast('xla', dtype=torch.bfloat16))")
+                yield CudaUse(call, label, "adds a graph execution per step", "drop it",
+                              "it stays enabled on XLA and every scaler.step() reads its inf check on the host, one "
+                              "more graph execution per step",
+                              " bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
+                              "torch.autocast('xla', dtype=torch.bfloat16)).")
         flow = ctx.get(FlowFacts)
+        to_xla = "use .to(device) with the XLA device"
         for call in ctx.get(NodeIndex).of(ast.Call):
             func = call.func
             if type(func) is ast.Attribute and flow.qualname(func) is None:
                 if func.attr == "cuda" and len(call.args) <= 1 and flow.qualname(func.value) is None:
-                    effect = raises if not _empty_loss(func.value, flow) else (
-                        "the loss holds no tensors, so it does nothing yet; given a weight it raises on a host "
-                        "without CUDA (a TPU VM)")
-                    yield CudaUse(call, f"{_short(func.value)}.cuda()", effect, "use .to(device) with the XLA device")
+                    label = f"{_short(func.value)}.cuda()"
+                    if _empty_loss(func.value, flow):
+                        yield CudaUse(call, label, "is CUDA-only", to_xla,
+                                      "the loss holds no tensors, so it does nothing yet; given a weight it raises on "
+                                      "a host without CUDA (a TPU VM)")
+                    else:
+                        yield CudaUse(call, label, without_cuda, to_xla, raises)
                     continue
                 if func.attr == "to" and call.args and _is_cuda_text(call.args[0]):
-                    yield CudaUse(call, f".to({ast.unparse(call.args[0])})", raises,
-                                  "use .to(device) with the XLA device")
+                    yield CudaUse(call, f".to({ast.unparse(call.args[0])})", without_cuda, to_xla, raises)
                     continue
             for keyword in call.keywords:
                 if keyword.arg == "device" and _is_cuda_text(keyword.value):
-                    yield CudaUse(call, f"device={ast.unparse(keyword.value)}", raises,
-                                  "use the XLA device (device=torch_xla.device())")
+                    yield CudaUse(call, f"device={ast.unparse(keyword.value)}", without_cuda,
+                                  "use device=torch_xla.device()", raises)
 
 
 def _short(node: ast.AST) -> str:
     text = ast.unparse(node)
-    if len(text) <= 40 and "\n" not in text:
+    if len(text) <= 30 and "\n" not in text:
         return text
     return f"{_short(node.func)}(...)" if type(node) is ast.Call else "..."
 

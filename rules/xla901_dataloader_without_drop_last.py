@@ -59,17 +59,20 @@ class DataloaderWithoutDropLast(Rule):
     invalid = (
         Example(
             HEADER + "loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
-            expect=((4, 10, "DataLoader(...) without drop_last=True yields a smaller last batch when the dataset "
-                            "size is not a multiple of batch_size: a new input shape that XLA compiles as a "
-                            "separate graph; pass drop_last=True, or pad the last batch to the full size"),),
+            expect=((4, 10, "DataLoader(...) may end with a smaller batch, a new XLA graph; pass drop_last=True",
+                     "Without drop_last=True the last batch is smaller when the dataset size is not a multiple "
+                     "of batch_size: a new input shape that XLA compiles as a separate graph. Pass "
+                     "drop_last=True, or pad the last batch to the full size."),),
         ),
         Example(
             "import torch.utils.data\nimport torch_xla.distributed.parallel_loader as pl\n\n"
             "loader = torch.utils.data.DataLoader(dataset, 32, True, None, None, 4, None, False, False)\n"
             "device_loader = pl.MpDeviceLoader(loader, device)\n",
-            expect=((4, 10, "torch.utils.data.DataLoader(..., drop_last=False) yields a smaller last batch when "
-                            "the dataset size is not a multiple of batch_size: a new input shape that XLA compiles "
-                            "as a separate graph; pass drop_last=True, or pad the last batch to the full size"),),
+            expect=((4, 10, "torch.utils.data.DataLoader(...) may end with a smaller batch, a new XLA graph; "
+                            "pass drop_last=True",
+                     "With drop_last=False the last batch is smaller when the dataset size is not a multiple "
+                     "of batch_size: a new input shape that XLA compiles as a separate graph. Pass "
+                     "drop_last=True, or pad the last batch to the full size."),),
             title="drop_last=False, given positionally",
         ),
     )
@@ -96,12 +99,12 @@ class DataloaderWithoutDropLast(Rule):
             if drop is not None and (type(drop) is not ast.Constant or drop.value):
                 continue  # drop_last=True, or not known here
             spelled = ref.written_prefix(ref.qualname)
-            written = f"{spelled}(...) without drop_last=True" if drop is None else \
-                f"{spelled}(..., drop_last={drop.value!r})"
-            yield self.diagnostic(ctx, call, (
-                f"{written} yields a smaller last batch when the dataset size is not a multiple of batch_size: "
-                "a new input shape that XLA compiles as a separate graph; pass drop_last=True, or pad the last "
-                "batch to the full size"))
+            given = "Without drop_last=True" if drop is None else f"With drop_last={drop.value!r}"
+            yield self.diagnostic(
+                ctx, call, f"{spelled}(...) may end with a smaller batch, a new XLA graph; pass drop_last=True",
+                help=(f"{given} the last batch is smaller when the dataset size is not a multiple of batch_size: a "
+                      "new input shape that XLA compiles as a separate graph. Pass drop_last=True, or pad the last "
+                      "batch to the full size."))
 
 
 def _is(node: ast.AST, value: object) -> bool:

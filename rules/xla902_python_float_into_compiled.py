@@ -48,10 +48,11 @@ class PythonFloatIntoCompiled(Rule):
     invalid = (
         Example(
             HEADER + "for step in range(100):\n    lr = 0.1 * 0.99 ** step\n    x = train_step(x, lr)\n",
-            expect=((14, 23, "lr is a Python float that changes between calls of train_step, a "
-                             "torch.compile(backend=\"openxla\") function: Dynamo bakes each float into the graph "
-                             "(torch_xla sets specialize_float=True), so every new value compiles a new graph; "
-                             "pass it as a 0-d tensor on the XLA device, e.g. torch.tensor(lr, device=device)"),),
+            expect=((14, 23, "lr, a changing Python float, recompiles train_step for each value; pass a 0-d "
+                             "XLA tensor",
+                     'train_step is a torch.compile(backend="openxla") function: Dynamo bakes each float into '
+                     "the graph (torch_xla sets specialize_float=True), so every new value compiles a new "
+                     "graph. Pass it as a 0-d tensor on the XLA device, e.g. torch.tensor(lr, device=device)."),),
         ),
     )
 
@@ -75,11 +76,13 @@ class PythonFloatIntoCompiled(Rule):
                 if not _floating(ctx, arg, loop, set()):
                     continue
                 text = spelled(arg, "an argument")
-                yield self.diagnostic(ctx, arg, (
-                    f"{text} is a Python float that changes between calls of {name}, a "
-                    "torch.compile(backend=\"openxla\") function: Dynamo bakes each float into the graph "
-                    "(torch_xla sets specialize_float=True), so every new value compiles a new graph; pass it "
-                    f"as a 0-d tensor on the XLA device, e.g. torch.tensor({spelled(arg, 'value')}, device=device)"))
+                yield self.diagnostic(
+                    ctx, arg, f"{text}, a changing Python float, recompiles {name} for each value; pass a 0-d XLA "
+                    "tensor",
+                    help=(f"{name} is a torch.compile(backend=\"openxla\") function: Dynamo bakes each float into "
+                          "the graph (torch_xla sets specialize_float=True), so every new value compiles a new "
+                          "graph. Pass it as a 0-d tensor on the XLA device, e.g. "
+                          f"torch.tensor({spelled(arg, 'value')}, device=device)."))
 
 
 def _called(call: ast.Call) -> Optional[str]:

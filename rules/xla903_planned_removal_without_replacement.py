@@ -1,5 +1,7 @@
 """XLA903 planned-removal-without-replacement."""
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_message
+from typing import Optional
+
+from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_help, planned_message
 from flake8_xla.rule import Example
 
 
@@ -16,7 +18,8 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
         "internalization, that do not warn yet, and that have no upstream replacement on the target "
         "release (`xm.save`, `xm.mesh_reduce`, `xm.optimizer_step`, `xm.add_step_closure`, "
         "`xm.RateTracker`, ..., or `xmp.spawn` on a target before `torch_xla.launch`). The message "
-        "names what to do instead and the companion (`xla_compat.*`) that works on every release. "
+        "names the companion (`xla_compat.*`) that works on every release, or what to do instead where "
+        "there is none; the help says what to do without the companion. "
         "Planned APIs that do have an upstream replacement, or that already warn on the target "
         "(`xm.mesh_reduce`/`do_on_ordinals` on 2.8+, through the deprecated `xla_device()` they "
         "call), are XLA103."
@@ -44,10 +47,10 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
     invalid = (
         Example(
             "import torch_xla.core.xla_model as xm\n\nxm.save(model.state_dict(), 'model.pt')\n",
-            expect=((3, 1, "xm.save() is planned for removal by the PyTorch/XLA usability plan "
-                           "(no warning as of torch_xla 2.9); no upstream replacement; torch.save() "
-                           "CPU copies on the master ordinal (torch.distributed.checkpoint under SPMD); "
-                           "companion: xla_compat.save()"),),
+            expect=((3, 1, "xm.save() is planned for removal; use xla_compat.save()",
+                     "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; no warning as of "
+                     "torch_xla 2.9. No upstream replacement; torch.save() CPU copies on the master "
+                     "ordinal (torch.distributed.checkpoint under SPMD)."),),
             title="no upstream replacement",
             fixed=("import xla_compat\n"
                    "\n"
@@ -56,9 +59,9 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
         Example(
             "import torch_xla.distributed.xla_multiprocessing as xmp\n\nxmp.spawn(main, args=())\n",
             target="2.4",
-            expect=((3, 1, "xmp.spawn() is planned to be replaced by the PyTorch/XLA usability plan "
-                           "(no warning as of torch_xla 2.9); use torch_xla.launch() (2.5+); "
-                           "companion: xla_compat.launch()"),),
+            expect=((3, 1, "xmp.spawn() is planned to be replaced; use xla_compat.launch()",
+                     "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; no warning as of "
+                     "torch_xla 2.9. Upstream replacement: torch_xla.launch() (2.5+)."),),
             title="the replacement is newer than the target",
             fixed=("import xla_compat\n"
                    "\n"
@@ -71,3 +74,6 @@ class PlannedRemovalWithoutReplacement(LifecycleRule):
 
     def message(self, use: LifecycleUse) -> str:
         return planned_message(use)
+
+    def help(self, use: LifecycleUse) -> Optional[str]:
+        return planned_help(use)

@@ -83,9 +83,10 @@ class CheckpointNeverRestored(Rule):
         Example(
             HEADER + LOOP +
             "    if step % 1000 == 0:\n        torch.save(model.state_dict(), f'/tmp/ckpt-{step}.pt')\n",
-            expect=((7, 9, "checkpoints are saved in the training loop (torch.save()) but nothing in this file "
-                           "restores one, so a restarted run starts from step 0; at start-up, load the newest "
-                           "one with torch.load() and model.load_state_dict() / optimizer.load_state_dict()"),),
+            expect=((7, 9, "torch.save() checkpoints are never restored; load the newest at start-up",
+                     "torch.save() saves them in the training loop, but nothing in this file restores one, so "
+                     "a restarted run starts from step 0. At start-up, load the newest one with torch.load() "
+                     "and model.load_state_dict() / optimizer.load_state_dict()."),),
         ),
         Example(
             HEADER + EXAMPLE_MANAGER + "\n\ndef main():\n"
@@ -93,18 +94,20 @@ class CheckpointNeverRestored(Rule):
             "    for step, batch in enumerate(loader):\n        model(batch).sum().backward()\n"
             "        optimizer.step()\n        mgr.save_async(step, {'model': model.state_dict()})\n\n\n"
             "if __name__ == '__main__':\n    main()\n",
-            expect=((11, 9, "checkpoints are saved in the training loop (mgr.save_async()) but nothing in this "
-                            "file restores one, so a restarted run starts from step 0; at start-up, take the "
-                            "newest of mgr.all_steps() and mgr.restore(step, state_dict) (prime_optimizer() "
-                            "first), then load_state_dict() the model and optimizer from it"),),
+            expect=((11, 9, "mgr.save_async() checkpoints are never restored; load the newest at start-up",
+                     "mgr.save_async() saves them in the training loop, but nothing in this file restores one, "
+                     "so a restarted run starts from step 0. At start-up, take the newest of mgr.all_steps() "
+                     "and mgr.restore(step, state_dict) (prime_optimizer() first), then load_state_dict() the "
+                     "model and optimizer from it."),),
             title="torch_xla's CheckpointManager",
         ),
         Example(
             HEADER + "import xla_compat\n\nmgr = xla_compat.CheckpointManager('/ckpt', save_every=100)\n" + LOOP +
             "    mgr.step(step, lambda: {'model': model.state_dict()})\n",
-            expect=((9, 5, "checkpoints are saved in the training loop (mgr.step()) but nothing in this file "
-                           "restores one, so a restarted run starts from step 0; at start-up, "
-                           "mgr.restore() returns (step, state) of the newest committed checkpoint, or None"),),
+            expect=((9, 5, "mgr.step() checkpoints are never restored; load the newest at start-up",
+                     "mgr.step() saves them in the training loop, but nothing in this file restores one, so a "
+                     "restarted run starts from step 0. At start-up, mgr.restore() returns (step, state) of "
+                     "the newest committed checkpoint, or None."),),
             title="xla_compat's CheckpointManager",
         ),
     )
@@ -116,9 +119,10 @@ class CheckpointNeverRestored(Rule):
         if not saves or self._restores(ctx):
             return
         first = min(saves, key=lambda s: (s.call.lineno, s.call.col_offset))
-        yield self.diagnostic(ctx, first.call, (
-            f"checkpoints are saved in the training loop ({first.callee}()) but nothing in this file restores one, "
-            f"so a restarted run starts from step 0; at start-up, {first.restore}"))
+        yield self.diagnostic(
+            ctx, first.call, f"{first.callee}() checkpoints are never restored; load the newest at start-up",
+            help=(f"{first.callee}() saves them in the training loop, but nothing in this file restores one, so a "
+                  f"restarted run starts from step 0. At start-up, {first.restore}."))
 
     @staticmethod
     def _saves(ctx: FileContext) -> List[Save]:

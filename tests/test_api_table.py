@@ -4,6 +4,7 @@ import re
 import pytest
 
 from flake8_xla.lifecycle.table import FIX_KINDS, FIX_SAFETY, KINDS, STATUSES, api_table
+from flake8_xla.versions import Version
 
 TABLE = api_table()
 ROWS = TABLE.rows
@@ -91,3 +92,22 @@ def test_table_covers_the_usability_plan_and_the_catalog() -> None:
 def test_shim_module_is_not_flagged() -> None:
     """torch_xla.core.dynamo_bridge moved but keeps a shim that torch itself imports."""
     assert TABLE.lookup("torch_xla.core.dynamo_bridge.dynamo_backend") is None
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_a_message_and_its_help_together_say_all_the_advice(row) -> None:
+    """The first line says the short advice; what it leaves out (a caveat, the other replacement, the
+    companion) is in the help, on every release the row is reported on."""
+    if row.instead_brief:
+        assert row.instead and len(row.instead_brief) <= len(row.instead)
+    for minor in range(1, TABLE.latest.minor + 1):
+        target = Version(2, minor)
+        if row.state(target) is None or (row.instead_before and row.added_in and target < row.added_in):
+            continue
+        for spmd in (False, True):
+            advice = row.advice(target, spmd)
+            said = f"{advice.first}; {advice.rest or ''}"
+            instead = row.instead_spmd if spmd and row.instead_spmd else row.instead
+            assert all(part in said for part in (row.replacement, instead) if part), (target, said)
+            if row.companion and not (row.upstream_on(target) and row.fix.to != "companion"):
+                assert f"{row.companion}()" in said

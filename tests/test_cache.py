@@ -112,8 +112,8 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
     results = ResultCache(str(directory))
     served = results.get("a.py", good)
     assert [(tuple(d), safe, fix) for d, safe, fix in served] == [
-        ((3, 0, "XLA102", "m", 3, 14, None, None), True, None),
-        ((4, 0, "XLA101", "n", None, None, "error", "h"), None, None)]
+        ((3, 0, "XLA102", "m", 3, 14, None, None, None), True, None),
+        ((4, 0, "XLA101", "n", None, None, "error", "h", None), None, None)]
     assert results.get("a.py", bad) is None
     assert sorted(results.entries) == [good]
 
@@ -257,4 +257,4 @@ def test_a_diagnostic_keeps_its_end_level_and_help_through_the_cache(tmp_path) -
     results.put("a.py", content_key(TEXT, "2.9"), [(linted, True, ("title", ()))])
     results.save()
     (served, safe, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
-    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why"), True, None)
+    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why", None), True, None)

@@ -85,7 +85,7 @@ def test_a_bad_pin_is_reported_once_however_many_workers(tmp_path, monkeypatch) 
                           capture_output=True, text=True)
     code, out, err = done.returncode, done.stdout, done.stderr
     assert code == 1 and len(out.splitlines()) == 20
-    assert err.splitlines()[0] == (f"flake8-xla: warning: {tmp_path / 'requirements.txt'}:1: torch_xla==2.x: "
+    assert err.splitlines()[0] == ("flake8-xla: warning: requirements.txt:1: torch_xla==2.x: "
                                    "not used as the target: it is not a version specifier "
                                    "(e.g. torch_xla>=2.6 or torch_xla==2.8.*)")
     assert err.count("warning:") == 1
@@ -169,9 +169,87 @@ def test_a_clean_check_says_so_in_one_line_unless_quiet(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text("import torch_xla\ntorch_xla.sync()\n")
     (tmp_path / "b.py").write_text("x = 1\n")
-    assert run(capsys, "check", ".") == (0, "", "All checks passed (2 files).\n")
+    assert run(capsys, "check", "--xla-target-version", "2.9", ".") == (0, "", "All checks passed (2 files).\n")
     assert run(capsys, "check", "-q", ".") == (0, "", "")
     assert run(capsys, "check", "--format", "json", ".") == (0, "[]\n", "")
+
+
+@pytest.fixture
+def installed_2_8(tmp_path, monkeypatch):
+    """A torch_xla 2.8.1 wheel's metadata first on sys.path: what an inferred target falls back to."""
+    from flake8_xla import versions
+
+    info = tmp_path / "site" / "torch_xla-2.8.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_xla\nVersion: 2.8.1\n\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])
+    versions.installed_version.cache_clear()
+    yield
+    versions.installed_version.cache_clear()
+
+
+def test_check_and_fix_say_the_target_they_inferred_and_where_from(tmp_path, monkeypatch, capsys,
+                                                                    installed_2_8) -> None:
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    (project / "a.py").write_text(MARK_STEP + "\n")
+    said = "target: torch_xla 2.8 (from the installed torch_xla 2.8; set --target-version to choose)\n"
+    assert run(capsys, "check", "a.py")[::2] == (1, "Found 1 diagnostic; 1 fixable with `flake8-xla fix` "
+                                                    "(marked [*]).\n" + said)
+    assert run(capsys, "fix", "--diff", "a.py")[::2] == (1, "Would fix 1 issue in 1 file (XLA102 x1).\n" + said)
+    # quiet runs and the machine formats say nothing on stderr; their stdout is the report alone
+    assert run(capsys, "check", "-q", "a.py")[2] == ""
+    for fmt in ("json", "sarif", "github"):
+        code, out, err = run(capsys, "check", "--format", fmt, "a.py")
+        assert (code, err) == (1, "") and "set --target-version" not in out
+    # a target the user chose is not repeated
+    assert "target" not in run(capsys, "check", "--xla-target-version", "2.8", "a.py")[2]
+    (project / "pyproject.toml").write_text('[tool.flake8-xla]\ntarget-version = "2.8"\n')
+    assert "target" not in run(capsys, "check", "a.py")[2]
+    (project / "pyproject.toml").unlink()
+    # moving to TorchTPU: the rules judge the code for the platform the user named
+    assert "set --target-version" not in run(capsys, "check", "--migrate-to", "torchtpu", "a.py")[2]
+    assert run(capsys, "fix", "a.py")[::2] == (0, "Fixed 1 issue in 1 file (XLA102 x1).\n" + said)
+
+
+def test_each_project_root_says_its_own_inferred_target(tmp_path, monkeypatch, capsys, installed_2_8) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("pinned", "unpinned"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text(MARK_STEP + "\n")
+    (tmp_path / "pinned" / "requirements.txt").write_text("torch_xla>=2.6\n")
+    (tmp_path / "unpinned" / "pyproject.toml").write_text("")
+    code, out, err = run(capsys, "check", "pinned", "unpinned")
+    assert (code, out.splitlines()[0].split(": ")[0]) == (1, os.path.join("unpinned", "m.py") + ":2:1")
+    assert err.splitlines()[1:] == [
+        f"target for pinned: torch_xla 2.6 (from {os.path.join('pinned', 'requirements.txt')}:1: torch_xla>=2.6; "
+        "set --target-version to choose)",
+        "target for unpinned: torch_xla 2.8 (from the installed torch_xla 2.8; set --target-version to choose)"]
+
+
+def test_a_pin_and_the_option_name_the_same_target_alike(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "requirements.txt").write_text("torch_xla==2.12\n")
+    # a release guard past the rule data: both judge it on 2.12 (the old branch does not run there)
+    (tmp_path / "g.py").write_text("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
+                                   "if torch_xla.__version__ >= '2.10':\n    torch_xla.sync()\n"
+                                   "else:\n    xm.mark_step()\n")
+
+    def target_line(*options):
+        out = run(capsys, "check", "--show-settings", *options, "g.py")[1]
+        return next(line for line in out.splitlines() if line.startswith("target for"))
+
+    assert target_line() == "target for .: torch_xla 2.12, from requirements.txt:1: torch_xla==2.12 (1 file)"
+    assert target_line("--target-version", "2.12") == \
+        "target for .: torch_xla 2.12, from --xla-target-version 2.12 (1 file)"
+    said = "torch_xla 2.12 is newer than the last release flake8-xla knows (2.9); its rule data may not describe " \
+           "that release"
+    assert run(capsys, "check", "--no-cache", "g.py")[:3] == (
+        0, "", f"flake8-xla: warning: requirements.txt:1: torch_xla==2.12: {said}\nAll checks passed (1 file).\n"
+               "target: torch_xla 2.12 (from requirements.txt:1: torch_xla==2.12; set --target-version to choose)\n")
+    assert run(capsys, "check", "--no-cache", "--target-version", "2.12", "g.py") == (
+        0, "", f"flake8-xla: warning: --xla-target-version: {said}\nAll checks passed (1 file).\n")
 
 
 def test_quiet_prints_the_diagnostics_and_nothing_else(tmp_path, monkeypatch, capsys) -> None:
@@ -195,12 +273,37 @@ def test_check_fix_is_fix_and_reports_what_remains_in_checks_format(tmp_path, mo
     code, out, err = run(capsys, "check", "--fix", "--format", "json", "--xla-target-version", "2.9", "a.py")
     assert code == 1 and err == "Fixed 1 issue in 1 file (XLA102 x1); 1 needs a human (listed above).\n"
     assert [(r["line"], r["code"]) for r in json.loads(out)] == [(4, "XLA102")]
-    assert (tmp_path / "a.py").read_text() == ("import torch_xla.core.xla_model as xm\nimport torch_xla\n"
+    assert (tmp_path / "a.py").read_text() == ("import torch_xla\nimport torch_xla.core.xla_model as xm\n"
                                                "torch_xla.sync()\nd = xm.xla_device(0, 'TPU')\n")
     assert run(capsys, "check", "--fix", "--exit-zero", "a.py")[0] == 0
     code, _, err = run(capsys, "check", "--fix", "--add-noqa", "a.py")
     assert (code, err) == (2, "flake8-xla: error: --add-noqa and --fix/--diff each rewrite the files; run them one "
                               "after the other\n")
+
+
+def test_show_fixes_lists_each_fixed_finding_with_its_message(tmp_path, monkeypatch, capsys) -> None:
+    """pre-commit's fix hook runs `fix --show-fixes`: the user sees what was wrong, not only that a
+    file changed; a notebook's finding is placed in its cell; --diff says what it would fix."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(MARK_STEP + "\nn = xm.xrt_world_size()\nd = xm.xla_device(0, 'TPU')\n")
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": ["import torch_xla.core.xla_model as xm\n", "xm.mark_step()\n"]}
+    (tmp_path / "n.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                  "nbformat_minor": 5}))
+    mark_step = "XLA102 xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.sync() (2.4+)"
+    world_size = ("XLA101 xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() "
+                  "(2.1+)")
+    code, _, err = run(capsys, "fix", "--show-fixes", "--diff", "--target-version", "2.9", "a.py", "n.ipynb")
+    assert code == 1 and err.splitlines()[:4] == [
+        "Would fix:", f"a.py:2:1: {mark_step}", f"a.py:3:5: {world_size}", f"n.ipynb:cell 1:2:1: {mark_step}"]
+    code, _, err = run(capsys, "fix", "--show-fixes", "--target-version", "2.9", "a.py")
+    assert code == 1 and err.splitlines()[:3] == ["Fixed:", f"a.py:2:1: {mark_step}", f"a.py:3:5: {world_size}"]
+    assert err.splitlines()[3].startswith("Fixed 2 issues in 1 file (XLA101 x1, XLA102 x1)")
+    # without the option, and with --quiet, only the counts
+    (tmp_path / "b.py").write_text(MARK_STEP + "\n")
+    assert run(capsys, "fix", "--target-version", "2.9", "b.py")[2] == "Fixed 1 issue in 1 file (XLA102 x1).\n"
+    (tmp_path / "c.py").write_text(MARK_STEP + "\n")
+    assert run(capsys, "fix", "--show-fixes", "-q", "--target-version", "2.9", "c.py")[2] == ""
 
 
 def test_rules_as_json(capsys) -> None:

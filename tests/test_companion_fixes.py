@@ -19,11 +19,11 @@ def test_the_rendezvous_message_names_the_companion_the_fix_writes_and_upstream_
     source = "import torch_xla.core.xla_model as xm\n\nxm.rendezvous('checkpoint')\n"
     [(diagnostic, fix)] = lint_fixable(source, ast.parse(source), "m.py", TARGET)[0]
     assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("XLA103", 3, 0)
-    assert diagnostic.message == (
-        "xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not deprecated; it warns "
-        "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); it needs a process "
-        "group: torch.distributed.init_process_group('xla', init_method='xla://') in every worker; "
-        "companion: xla_compat.rendezvous()")
+    assert diagnostic.message == "xm.rendezvous() is planned for removal; use xla_compat.rendezvous()"
+    assert diagnostic.help == (
+        "The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; not deprecated, but it warns indirectly "
+        "from torch_xla 2.8 through xla_device(). Upstream replacement: torch.distributed.barrier(); it needs a "
+        "process group: torch.distributed.init_process_group('xla', init_method='xla://') in every worker.")
     assert (fix.title, fix.safe) == ("Replace with xla_compat.rendezvous", False)
     outcome = fix_source(source, "m.py", TARGET, unsafe=True)
     assert outcome.source == "import xla_compat\n\nxla_compat.rendezvous('checkpoint')\n"
@@ -39,4 +39,4 @@ def test_a_message_names_the_companion_its_fix_writes(row) -> None:
     [(diagnostic, fix)] = lint_fixable(source, ast.parse(source), "m.py", TARGET)[0]
     written = destination(row, TARGET.version)
     assert fix is not None and [e.text for e in fix.edits] == [written]
-    assert diagnostic.message.endswith(f"; companion: {written}()"), diagnostic.message
+    assert diagnostic.message.endswith(f"; use {written}()"), diagnostic.message

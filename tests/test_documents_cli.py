@@ -16,9 +16,8 @@ DOCUMENTS = pathlib.Path(__file__).parent / "documents"
 XLA102_DEVICE = ("XLA102 [*] xm.xla_device() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)")
 XLA101_WORLD = ("XLA101 [*] xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() "
                 "(2.1+)")
-XLA105_MESH = ("XLA105 [*] FSDPv2() (torch_xla.experimental.spmd_fully_sharded_data_parallel."
-               "SpmdFullyShardedDataParallel): passing `mesh`/`shard_output` positionally fails since torch_xla 2.4 "
-               "(TypeError); pass them as keywords: mesh=..., shard_output=...")
+XLA105_MESH = ("XLA105 [*] FSDPv2(): positional `mesh`/`shard_output` fails since torch_xla 2.4; "
+               "pass them as keywords")
 
 
 def run(*args: str, cwd: pathlib.Path = ROOT) -> subprocess.CompletedProcess:
@@ -115,9 +114,8 @@ def test_markdown_tutorial_resolves_names_across_blocks() -> None:
     result = run("check", "--no-cache", "--isolated", "--target-version", "2.9", "-v",
                  "tests/documents/fsdpv2_guide.md")
     assert result.stdout.splitlines() == [
-        "tests/documents/fsdpv2_guide.md:21:9: XLA216 FSDPv2 needs SPMD, but this program never calls use_spmd(): "
-        "the wrap fails with RuntimeError (Please enable SPMD via torch_xla.runtime.use_spmd()); call "
-        "torch_xla.runtime.use_spmd() at the start of the program",
+        "tests/documents/fsdpv2_guide.md:21:9: XLA216 FSDPv2 fails without SPMD; call torch_xla.runtime.use_spmd() at "
+        "the start of the program",
         f"tests/documents/fsdpv2_guide.md:21:27: {XLA105_MESH}",
         f"tests/documents/fsdpv2_guide.md:27:27: {XLA105_MESH}",
         f"tests/documents/fsdpv2_guide.md:36:47: {XLA105_MESH}",

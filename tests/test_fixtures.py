@@ -32,7 +32,7 @@ def test_fixture(path: pathlib.Path, request: pytest.FixtureRequest) -> None:
     diagnostics = lint_source(source, str(path), target=target)
     assert sorted((d.line, d.col + 1, d.code) for d in diagnostics) == _expectations(source)
 
-    rendered = "".join(d.render(path.name) + "\n" for d in diagnostics)
+    rendered = "".join(d.render(path.name) + "\n" + (f"  = help: {d.help}\n" if d.help else "") for d in diagnostics)
     snapshot = path.with_suffix(".txt")
     if request.config.getoption("--update-snapshots"):
         snapshot.write_text(rendered, encoding="utf-8")

@@ -1,4 +1,5 @@
 """Output formats: the renderers of flake8_xla.output.formats and the flake8 reporters xla-json / xla-sarif."""
+import hashlib
 import json
 import os
 import pathlib
@@ -162,12 +163,16 @@ def test_github_reports_files_that_cannot_be_read_or_parsed_as_errors() -> None:
         Finding("b.py", Diagnostic(1, 0, "E902", "IsADirectoryError: b.py")),
         Finding("c.py", Diagnostic(2, 0, "E901", "TokenError: EOF in multi-line statement")),
         Finding("d.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG)),
+        # our own bug stopped the file's checks: an error too, as the editor shows it
+        Finding("e.py", Diagnostic(1, 0, "XLA000", "flake8-xla internal error, please report: boom")),
     ]
     assert render_github(findings) == (
         "::error file=a.py,line=3,col=5,title=E999::E999 SyntaxError: invalid syntax\n"
         "::error file=b.py,line=1,col=1,title=E902::E902 IsADirectoryError: b.py\n"
         "::error file=c.py,line=2,col=1,title=E901::E901 TokenError: EOF in multi-line statement\n"
-        f"::warning file=d.py,line=2,col=1,title=XLA102::XLA102 {MARK_STEP_MSG}\n")
+        f"::warning file=d.py,line=2,col=1,title=XLA102::XLA102 {MARK_STEP_MSG}\n"
+        "::error file=e.py,line=1,col=1,title=XLA000::XLA000 flake8-xla internal error, please report: boom\n")
+    assert [r["severity"] for r in json.loads(render_json(findings))] == ["error"] * 3 + ["warning", "error"]
 
 
 def test_sarif_levels_match_github(sarif_validator) -> None:
@@ -244,7 +249,7 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
     assert driver["rules"][0] == {"id": "F401"}
     by_code = {rule.code: rule for rule in all_rules()}
     removed_api = by_code["XLA101"]
-    assert driver["rules"][1] == {
+    assert driver["rules"][2] == {  # after F401 and XLA001
         "id": "XLA101",
         "name": "removed-api",
         "shortDescription": {"text": "A torch_xla function or class that no longer exists on the target release"},
@@ -264,13 +269,14 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
     assert run["results"] == [
         {
             "ruleId": "XLA102",
-            "ruleIndex": 2,
+            "ruleIndex": 3,
             "level": "warning",
             "message": {"text": MARK_STEP_MSG},
             "locations": [{"physicalLocation": {
                 "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
                 "region": {"startLine": 2, "startColumn": 1},
             }}],
+            "partialFingerprints": {"flake8XlaFindingHash/v1": finding_hash("XLA102", "src/train.py", "", 1)},
             "properties": {"fixable": True, "help": MARK_STEP_HELP},
         },
         {
@@ -282,12 +288,50 @@ def test_sarif_is_valid_and_exact(sarif_validator) -> None:
                 "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
                 "region": {"startLine": 3, "startColumn": 8},
             }}],
+            "partialFingerprints": {"flake8XlaFindingHash/v1": finding_hash("F401", "src/train.py", "", 1)},
             "properties": {"fixable": False},
         },
     ]
     assert render_sarif(FINDINGS) == render_sarif(list(FINDINGS))  # deterministic
     # columns count characters (as flake8's do), lines end where Python's do
     assert (run["columnKind"], run["newlineSequences"]) == ("unicodeCodePoints", ["\r\n", "\r", "\n"])
+
+
+def finding_hash(code: str, uri: str, line: str, occurrence: int) -> str:
+    """flake8XlaFindingHash/v1, as formats.FINGERPRINT_KEY documents it."""
+    return f"{hashlib.sha256(chr(0).join((code, uri, line.strip())).encode()).hexdigest()[:16]}:{occurrence}"
+
+
+def sarif_fingerprints(out: str) -> list:
+    return [(r["ruleId"], r["partialFingerprints"]["flake8XlaFindingHash/v1"])
+            for r in json.loads(out)["runs"][0]["results"]]
+
+
+def test_sarif_fingerprints_follow_a_finding_whose_line_moves(tmp_path, monkeypatch, capsys, sarif_validator) -> None:
+    monkeypatch.chdir(tmp_path)
+    body = "xm.mark_step()\nif ready:\n    xm.mark_step()\nn = xm.xrt_world_size()\n"
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\n" + body)
+    _, out, _ = check(capsys, "--format", "sarif", "a.py")
+    assert_valid_sarif(sarif_validator, json.loads(out))
+    # identical lines (indentation aside) are told apart by their order in the file
+    expected = [("XLA102", finding_hash("XLA102", "a.py", "xm.mark_step()", 1)),
+                ("XLA102", finding_hash("XLA102", "a.py", "xm.mark_step()", 2)),
+                ("XLA101", finding_hash("XLA101", "a.py", "n = xm.xrt_world_size()", 1))]
+    assert sarif_fingerprints(out) == expected
+    # lines added above move every finding: the fingerprints stay; an edited line gets a new one
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\n\n# moved\n"
+                                   + body.replace("n = ", "count = "))
+    _, out, _ = check(capsys, "--format", "sarif", "a.py")
+    assert [region["startLine"] for _, region in sarif_regions(out)] == [4, 6, 7]
+    assert sarif_fingerprints(out) == expected[:2] + [
+        ("XLA101", finding_hash("XLA101", "a.py", "count = xm.xrt_world_size()", 1))]
+    # flake8's xla-sarif hashes the same lines the same way
+    result = flake8("--format=xla-sarif", "a.py", cwd=tmp_path)
+    assert [found for found in sarif_fingerprints(result.stdout) if found[0] != "F821"] == sarif_fingerprints(out)
+    # what `check --fix --format sarif` leaves is hashed with its line too
+    (tmp_path / "b.py").write_text("import torch_xla.core.xla_model as xm\nxm.rendezvous('x')\n")
+    _, out, _ = run(capsys, "check", "--isolated", "--target-version", "2.9", "--fix", "--format", "sarif", "b.py")
+    assert sarif_fingerprints(out) == [("XLA103", finding_hash("XLA103", "b.py", "xm.rendezvous('x')", 1))]
 
 
 def test_sarif_paths_foreign_codes_and_line_zero(sarif_validator) -> None:
@@ -308,7 +352,7 @@ def test_sarif_paths_foreign_codes_and_line_zero(sarif_validator) -> None:
          "region": {"startLine": 7, "startColumn": 1}},
         {"artifactLocation": {"uri": "gone.py", "uriBaseId": "%SRCROOT%"}},  # SARIF lines start at 1
     ]
-    assert [result["ruleIndex"] for result in log["runs"][0]["results"]] == [1, 2, 0]
+    assert [result["ruleIndex"] for result in log["runs"][0]["results"]] == [1, 3, 0]
 
 
 def test_sarif_empty_is_valid(sarif_validator) -> None:
@@ -444,6 +488,10 @@ def test_document_regions_end_in_the_file_and_notebooks_keep_the_file_line(tmp_p
         ("XLA101", {"startLine": 6, "startColumn": 5, "endLine": 6, "endColumn": 22}),
         ("XLA101", {"startLine": code_line}),  # the line of the .ipynb text; the cell's own position is in properties
     ]
+    # a fingerprint hashes the code line (in a notebook, the cell's), not the JSON text of the .ipynb
+    assert sarif_fingerprints(out) == [
+        ("XLA101", finding_hash("XLA101", "guide.md", "n = xm.xrt_world_size()", 1)),
+        ("XLA101", finding_hash("XLA101", "nb.ipynb", "n = xm.xrt_world_size()", 1))]
 
 
 def test_flake8_reports_no_end_positions(project) -> None:
@@ -476,7 +524,7 @@ def apply_sarif_fix(text: str, fix: dict) -> str:
 
 def sarif_with_fixes(tmp_path, unsafe: bool = False) -> dict:
     settings = cli.Settings(base_dir=str(tmp_path), target_version="2.9")
-    job = cli.Job(settings, cli.build_selector(settings), unsafe=unsafe, fix_edits=True)
+    job = cli.Job(settings, cli.build_selector(settings), unsafe=unsafe, fix_edits=True, show_source=True)  # as check
     findings = [f for path in sorted(tmp_path.glob("*.py")) for f in cli.run_file(job, str(path)).findings]
     return json.loads(render_sarif(findings))
 
@@ -511,12 +559,14 @@ def test_sarif_fix_exact(tmp_path, monkeypatch) -> None:
     (result,) = sarif_with_fixes(tmp_path)["runs"][0]["results"]
     assert result == {
         "ruleId": "XLA101",
-        "ruleIndex": 0,
+        "ruleIndex": 1,
         "level": "error",
         "message": {"text": "xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() (2.1+)"},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": "a.py", "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": 3, "startColumn": 9, "endLine": 3, "endColumn": 26}}}],
+        "partialFingerprints": {"flake8XlaFindingHash/v1": finding_hash("XLA101", "a.py", "world = xm.xrt_world_size()",
+                                                                        1)},
         "properties": {"fixable": True},
         "fixes": [{
             "description": {"text": "Replace with torch_xla.runtime.world_size"},
@@ -615,7 +665,7 @@ def test_flake8_sarif(project, sarif_validator) -> None:
     assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == ["F401"] + ENGINE_CODES
     assert [(r["ruleId"], r["ruleIndex"], r["message"]["text"], r["locations"][0]["physicalLocation"])
             for r in run["results"]] == [
-        ("XLA102", 2, MARK_STEP_MSG, {"artifactLocation": {"uri": "file.py", "uriBaseId": "%SRCROOT%"},
+        ("XLA102", 3, MARK_STEP_MSG, {"artifactLocation": {"uri": "file.py", "uriBaseId": "%SRCROOT%"},
                                       "region": {"startLine": 2, "startColumn": 1}}),
         ("F401", 0, "'os' imported but unused", {"artifactLocation": {"uri": "file.py", "uriBaseId": "%SRCROOT%"},
                                                  "region": {"startLine": 3, "startColumn": 1}}),
@@ -702,7 +752,4 @@ def test_plain_flake8_output_has_no_fix_mark(tmp_path) -> None:
     result = flake8("--select=XLA102,XLA103", "file.py", cwd=tmp_path)
     assert result.stdout.splitlines()[:2] == [
         f"file.py:2:1: XLA102 {MARK_STEP_MSG}",
-        "file.py:4:1: XLA103 xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not "
-        "deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); "
-        "it needs a process group: torch.distributed.init_process_group('xla', init_method='xla://') in every "
-        "worker; companion: xla_compat.rendezvous()"]
+        "file.py:4:1: XLA103 xm.rendezvous() is planned for removal; use xla_compat.rendezvous()"]

@@ -18,15 +18,15 @@ def target(text: str = "2.9") -> Target:
 
 
 def codes(source: str, version: str = "2.9"):
-    return [(d.code, d.message) for d in lint_source(source, target=version)]
+    return [(d.code, d.message, d.help) for d in lint_source(source, target=version)]
 
 
 def test_parse_xla_device_is_never_sent_to_torch_device() -> None:
     row = ROWS["xm-parse-xla-device"]
     assert "torch.device" not in row.instead + (row.companion_note or "")
     assert "partition(':')" in row.instead and "device_type()" in row.instead
-    [(code, message)] = codes(XM + "kind, index = xm.parse_xla_device('TPU:0')\n")
-    assert code == "XLA101" and "partition(':')" in message and "torch.device" not in message
+    [(code, message, help)] = codes(XM + "kind, index = xm.parse_xla_device('TPU:0')\n")
+    assert code == "XLA101" and "partition(':')" in help and "torch.device" not in message + help
     source = XM + "kind, index = xm.parse_xla_device('TPU:0')\n"
     assert fix_source(source, "m.py", target(), unsafe=True).source == source
 
@@ -34,22 +34,23 @@ def test_parse_xla_device_is_never_sent_to_torch_device() -> None:
 @pytest.mark.parametrize("call", ["xm.rendezvous('t')", "xm.xla_rendezvous(b'x')", "xm.mesh_reduce('t', 1, sum)",
                                   "xm.do_on_ordinals(print, (), (0,))"])
 def test_the_rendezvous_helpers_are_planned_and_warn_only_through_xla_device(call: str) -> None:
-    [(code, message)] = codes(XM + call + "\n")
-    assert code == "XLA103" and "is deprecated" not in message
-    assert "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device())" in message
+    [(code, message, help)] = codes(XM + call + "\n")
+    assert code == "XLA103" and "is deprecated" not in message + help
+    assert "not deprecated, but it warns indirectly from torch_xla 2.8 through xla_device()" in help
     # before 2.8 nothing warns: the helpers without an upstream replacement are then the opt-in XLA903
-    [(old_code, old_message)] = codes(XM + call + "\n", "2.7")
+    [(old_code, _, old_help)] = codes(XM + call + "\n", "2.7")
     assert old_code == ("XLA103" if "rendezvous" in call else "XLA903")
-    assert "warns indirectly from torch_xla 2.8" in old_message
+    assert "warns indirectly from torch_xla 2.8" in old_help
 
 
 def test_get_memory_info_without_a_device_warns_indirectly() -> None:
     source = XM + "used = xm.get_memory_info()['bytes_used']\n"
-    [(code, message)] = codes(source)
+    [(code, message, help)] = codes(source)
     assert code == "XLA105" and "is deprecated" not in message
-    assert "a call without `device` warns indirectly from torch_xla 2.8 through xla_device()" in message
+    assert "a call without `device` warns from torch_xla 2.8" in message
+    assert "not deprecated; the call warns indirectly from torch_xla 2.8 through xla_device()" in help
     assert codes(source, "2.7") == []
-    assert [c for c, _ in codes(source, "2.4")] == ["XLA105"]  # the device is required before 2.5
+    assert [c for c, _, _ in codes(source, "2.4")] == ["XLA105"]  # the device is required before 2.5
 
 
 @pytest.mark.parametrize("call, launched", [

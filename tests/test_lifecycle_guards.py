@@ -32,13 +32,12 @@ MARK_STEP = "xm.mark_step() is deprecated since torch_xla 2.8; use torch_xla.syn
 WORLD_SIZE_REMOVED = "xm.xrt_world_size() was removed in torch_xla 2.7; use torch_xla.runtime.world_size() (2.1+)"
 WORLD_SIZE_DEPRECATED = ("xm.xrt_world_size() is deprecated since torch_xla 2.5 (removed in 2.7); "
                          "use torch_xla.runtime.world_size() (2.1+)")
-SHARDING = ("torch_xla.experimental.xla_sharding was removed in torch_xla 2.5; "
-            "use torch_xla.distributed.spmd (2.2+)")
+SHARDING = "torch_xla.experimental.xla_sharding moved to torch_xla.distributed.spmd (2.2+)"
 
 
-def check(source: str, target: str = "2.9"):
+def check(source: str, target: str = "2.9", with_help: bool = False):
     source = re.sub(r"(?m)^ {8}", "", source)  # the snippets below are indented by 8 columns
-    return [(d.line, d.col + 1, d.code, d.message)
+    return [(d.line, d.col + 1, d.code, d.message) + ((d.help,) if with_help else ())
             for d in lint(split_lines(source), None, "<string>", target, rules=RULES)]
 
 
@@ -327,13 +326,13 @@ def test_alias_names_the_real_api():
         from torch_xla.core.xla_model import xla_device as dev
         rank = rank_of()
         device = dev()
-    """) == [
+    """, with_help=True) == [
         (2, 38, "XLA101", "torch_xla.core.xla_model.get_ordinal was removed in torch_xla 2.7; "
-                          "use torch_xla.runtime.global_ordinal() (2.1+)"),
-        (4, 8, "XLA101", "rank_of() (torch_xla.core.xla_model.get_ordinal) was removed in torch_xla 2.7; "
-                         "use torch_xla.runtime.global_ordinal() (2.1+)"),
-        (5, 10, "XLA102", "dev() (torch_xla.core.xla_model.xla_device) is deprecated since torch_xla 2.8; "
-                          "use torch_xla.device() (2.3+)"),
+                          "use torch_xla.runtime.global_ordinal() (2.1+)", None),
+        (4, 8, "XLA101", "rank_of() was removed in torch_xla 2.7; use torch_xla.runtime.global_ordinal() (2.1+)",
+         "rank_of is torch_xla.core.xla_model.get_ordinal."),
+        (5, 10, "XLA102", "dev() is deprecated since torch_xla 2.8; use torch_xla.device() (2.3+)",
+         "dev is torch_xla.core.xla_model.xla_device."),
     ]
 
 
@@ -341,13 +340,13 @@ def test_alias_of_the_callee_of_a_changed_argument():
     assert check("""
         from torch_xla.core.xla_model import get_local_ordinal as local_rank
         r = local_rank(0)
-    """) == [
-        (3, 5, "XLA103", "local_rank() (torch_xla.core.xla_model.get_local_ordinal) is planned for deprecation "
-                         "by the PyTorch/XLA usability plan (no warning as of torch_xla 2.9); "
-                         "use torch_xla.runtime.local_ordinal() (2.1+)"),
-        (3, 16, "XLA105", "local_rank() (torch_xla.core.xla_model.get_local_ordinal): the `defval` argument fails "
-                          "since torch_xla 2.5 (TypeError); use torch_xla.runtime.local_ordinal() (2.1+); "
-                          "call it without arguments"),
+    """, with_help=True) == [
+        (3, 5, "XLA103", "local_rank() is planned for deprecation; use torch_xla.runtime.local_ordinal() (2.1+)",
+         "local_rank is torch_xla.core.xla_model.get_local_ordinal. The PyTorch/XLA usability plan "
+         "(pytorch/xla#7739) slates it; no warning as of torch_xla 2.9."),
+        (3, 16, "XLA105", "local_rank(): `defval` fails since torch_xla 2.5; call it without arguments",
+         "local_rank is torch_xla.core.xla_model.get_local_ordinal. The call raises TypeError. "
+         "Use torch_xla.runtime.local_ordinal() (2.1+)."),
     ]
 
 
@@ -358,9 +357,11 @@ def test_env_value_from_a_dict_of_constants():
     assert check("""
         import os
         os.environ["PJRT_DEVICE"] = {"cuda": "GPU", "gpu": "GPU", "tpu": "TPU"}[dev]
-    """) == [(3, 12, "XLA106", "environment variable PJRT_DEVICE=GPU is unsupported since torch_xla 2.3; "
-                               "set PJRT_DEVICE=CUDA on 2.2-2.8; XLA:CUDA itself was removed in 2.9, so use "
-                               "PyTorch's native CUDA backend")]
+    """, with_help=True) == [(3, 12, "XLA106",
+                              "environment variable PJRT_DEVICE=GPU is unsupported since torch_xla 2.3; "
+                              "set PJRT_DEVICE=CUDA on 2.2-2.8",
+                              "Set PJRT_DEVICE=CUDA on 2.2-2.8; XLA:CUDA itself was removed in 2.9, so use "
+                              "PyTorch's native CUDA backend.")]
 
 
 def test_env_value_from_a_conditional_expression():
@@ -369,10 +370,10 @@ def test_env_value_from_a_conditional_expression():
         os.environ["PJRT_DEVICE"] = "CUDA" if cuda else "TPU"
         os.environ["XLA_USE_BF16"] = "1" if bf16 else "0"
     """) == [
-        (3, 12, "XLA106", "environment variable PJRT_DEVICE=CUDA is unsupported since torch_xla 2.9; no replacement; "
-                          "XLA:CUDA was removed, use PyTorch's native CUDA backend"),
+        (3, 12, "XLA106", "environment variable PJRT_DEVICE=CUDA is unsupported since torch_xla 2.9; "
+                          "no replacement"),
         (4, 12, "XLA106", "environment variable XLA_USE_BF16 is deprecated since torch_xla 2.4; "
-                          "convert the model and inputs to bf16 yourself (model.to(torch.bfloat16))"),
+                          "cast the model to bf16"),
     ]
 
 
@@ -397,11 +398,13 @@ def test_a_statement_that_does_something_under_a_broad_except_is_still_reported(
 
 
 def test_the_process_group_advice_under_spmd_is_a_cpu_group():
-    rendezvous = ("xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not deprecated; it warns "
-                  "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); ")
-    assert check(XM + XR + "xm.rendezvous('init')\n") == [(3, 1, "XLA103", rendezvous + (
+    rendezvous = "xm.rendezvous() is planned for removal; use xla_compat.rendezvous()"
+    plan = ("The PyTorch/XLA usability plan (pytorch/xla#7739) slates it; not deprecated, but it warns indirectly "
+            "from torch_xla 2.8 through xla_device(). Upstream replacement: torch.distributed.barrier(); ")
+    assert check(XM + XR + "xm.rendezvous('init')\n", with_help=True) == [(3, 1, "XLA103", rendezvous, plan + (
         "it needs a process group: torch.distributed.init_process_group('xla', init_method='xla://') in every "
-        "worker; companion: xla_compat.rendezvous()"))]
-    assert check(XM + XR + "xr.use_spmd()\nxm.rendezvous('init')\n") == [(4, 1, "XLA103", rendezvous + (
+        "worker."))]
+    spmd = XM + XR + "xr.use_spmd()\nxm.rendezvous('init')\n"
+    assert check(spmd, with_help=True) == [(4, 1, "XLA103", rendezvous, plan + (
         "it needs a process group, under SPMD a CPU one (the 'xla' backend asserts with SPMD): "
-        "torch.distributed.init_process_group('gloo', init_method='xla://'); companion: xla_compat.rendezvous()"))]
+        "torch.distributed.init_process_group('gloo', init_method='xla://')."))]

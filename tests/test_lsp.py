@@ -1,6 +1,7 @@
 """`flake8-xla server` driven over stdio by a real LSP client (see lsp_editor.py): diagnostics,
 quick fixes, fix-all, `# noqa`, hover, notebooks, settings, broken buffers, internal errors, a
 slow file, shutdown. Every expectation is the exact LSP payload the server sent."""
+import json
 import pathlib
 import subprocess
 import sys
@@ -8,7 +9,8 @@ import sys
 import pytest
 from lsprotocol import types as lsp
 
-from flake8_xla.engine import all_rules
+from cli_helpers import run as run_cli
+from flake8_xla.engine import all_rules, lint_source
 from flake8_xla.output.formats import docs_url
 from lsp_editor import Editor, run, summary
 
@@ -67,7 +69,7 @@ def test_diagnostics_quick_fix_fix_all_and_a_clean_file(workspace) -> None:
             assert fix_all.kind == FIX_ALL
             editor.apply(fix_all.edit)
             assert await editor.diagnostics(uri, version=3) == []
-            assert editor.texts[uri] == ("import torch_xla.runtime as xr\nimport torch_xla\n\n"
+            assert editor.texts[uri] == ("import torch_xla\nimport torch_xla.runtime as xr\n\n"
                                          "device = torch_xla.device()\nworld = xr.world_size()\n"
                                          "for step in range(10):\n    torch_xla.sync()\n")
             assert await editor.code_actions(uri, 0, 0, 10) == []  # nothing left to offer
@@ -77,10 +79,7 @@ def test_diagnostics_quick_fix_fix_all_and_a_clean_file(workspace) -> None:
 
 def test_an_unsafe_fix_is_labelled_and_noqa_silences_the_line(workspace) -> None:
     source = "import torch_xla.core.xla_model as xm\n\nxm.rendezvous('init')\n"
-    message = ("xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan (not deprecated; it warns "
-               "indirectly from torch_xla 2.8 through xla_device()); use torch.distributed.barrier(); it needs a "
-               "process group: torch.distributed.init_process_group('xla', init_method='xla://') in every worker; "
-               "companion: xla_compat.rendezvous() (planned-api-removal)")
+    message = "xm.rendezvous() is planned for removal; use xla_compat.rendezvous() (planned-api-removal)"
 
     async def scenario():
         async with Editor(workspace) as editor:
@@ -168,6 +167,74 @@ def test_hover_explains_the_rule_on_a_flagged_range(workspace) -> None:
     run(scenario())
 
 
+# a note (the opt-in XLA903, with a help), a warning (XLA102) and an error (XLA101) on the target 2.9
+LEVELS = ("import torch_xla.core.xla_model as xm\n"
+          "xm.save(model.state_dict(), 'm.pt')\n"
+          "xm.mark_step()\n"
+          "n = xm.xrt_world_size()\n")
+OPT_IN = {"flake8-xla": {"select": ["XLA1", "XLA9"]}}  # the client's settings select the XLA9xx heuristics
+
+
+def test_the_severity_is_the_level_and_the_help_is_in_hover_and_related_information(workspace) -> None:
+    found = {d.code: d for d in lint_source(LEVELS, "train.py", target="2.9")}
+    note = found["XLA903"]
+    assert note.help  # what this test needs: a note-level finding with a help
+
+    def related(uri, diagnostic, help_text):
+        return None if help_text is None else [
+            lsp.DiagnosticRelatedInformation(lsp.Location(uri, diagnostic.range), help_text)]
+
+    async def scenario():
+        async with Editor(workspace, initialization_options=OPT_IN) as editor:
+            uri = editor.open("train.py", LEVELS)
+            diagnostics = await editor.diagnostics(uri, version=1)
+            assert [(d.code, lsp.DiagnosticSeverity(d.severity).name) for d in diagnostics] == [
+                ("XLA903", "Information"), ("XLA102", "Warning"), ("XLA101", "Error")]
+            # the help under the message, pointing at the finding's own range
+            assert [d.related_information and list(d.related_information) for d in diagnostics] == [
+                related(uri, d, found[d.code].help) for d in diagnostics]
+            hover = await editor.hover(uri, 1, 3)
+            assert hover.range == diagnostics[0].range
+            assert hover.contents.value.split("\n\n")[1:3] == [note.message, f"**Help:** {note.help}"]
+
+    run(scenario())
+
+
+def test_every_front_end_gives_a_finding_the_same_severity(workspace, monkeypatch, capsys) -> None:
+    """JSON severity, SARIF level, GitHub command and editor severity, for each level."""
+    monkeypatch.chdir(workspace)
+    (workspace / "broken.py").write_text("import torch_xla\nx = (\n")  # E999: an error whatever is selected
+    (workspace / "levels.py").write_text(LEVELS)
+
+    def report(fmt: str) -> str:
+        code, out, _ = run_cli(capsys, "check", "--no-cache", "--select", "XLA1,XLA9", "--format", fmt,
+                               "broken.py", "levels.py")
+        assert code == 1
+        return out
+
+    found = [(f["filename"], f["code"], f["severity"]) for f in json.loads(report("json"))]
+    assert found == [("broken.py", "E999", "error"), ("levels.py", "XLA903", "note"),
+                     ("levels.py", "XLA102", "warning"), ("levels.py", "XLA101", "error")]
+    assert [(r["ruleId"], r["level"]) for r in json.loads(report("sarif"))["runs"][0]["results"]] == [
+        (code, level) for _, code, level in found]
+    commands = {"error": "error", "warning": "warning", "note": "notice"}
+    assert [line.split(" ", 1)[0] for line in report("github").splitlines()] == [
+        f"::{commands[level]}" for _, _, level in found]
+
+    severities = {"error": "Error", "warning": "Warning", "note": "Information"}
+
+    async def scenario():
+        async with Editor(workspace, initialization_options=OPT_IN) as editor:
+            shown = []
+            for name in ("broken.py", "levels.py"):
+                uri = editor.open(name, (workspace / name).read_text())
+                shown += [(name, d.code, lsp.DiagnosticSeverity(d.severity).name)
+                          for d in await editor.diagnostics(uri, version=1)]
+            assert shown == [(name, code, severities[level]) for name, code, level in found]
+
+    run(scenario())
+
+
 def test_a_broken_buffer_reports_e999_and_leaves_other_files_alone(workspace) -> None:
     async def scenario():
         async with Editor(workspace) as editor:
@@ -197,12 +264,8 @@ def test_a_buffer_over_the_size_cap_is_reported_not_linted(workspace) -> None:
 def test_settings_from_the_client_and_reloading_the_project_configuration(workspace) -> None:
     source = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nxm.rendezvous('init')\n"
     # planned, not deprecated: the same on 2.7 and 2.9
-    rendezvous_29 = rendezvous_27 = ("XLA103", "Warning",
-                                     "xm.rendezvous() is planned for removal by the PyTorch/XLA usability plan "
-                                     "(not deprecated; it warns indirectly from torch_xla 2.8 through xla_device()); "
-                                     "use torch.distributed.barrier(); it needs a process group: "
-                                     "torch.distributed.init_process_group('xla', init_method='xla://') in every "
-                                     "worker; companion: xla_compat.rendezvous() (planned-api-removal)")
+    rendezvous_29 = rendezvous_27 = ("XLA103", "Warning", "xm.rendezvous() is planned for removal; "
+                                     "use xla_compat.rendezvous() (planned-api-removal)")
 
     async def scenario():
         async with Editor(workspace, initialization_options={"flake8-xla": {"ignore": ["XLA101"]}}) as editor:
@@ -360,8 +423,7 @@ def test_server_without_the_lsp_extra_says_how_to_install_it() -> None:
 def test_the_editor_setting_migrate_to(workspace) -> None:
     """``migrate-to`` from the client runs the TorchTPU migration rules alone; a bad value is named."""
     source = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
-    delete = ("XLA501", "Warning", "xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has "
-              "nothing pending to execute (torchtpu-mechanical-rewrite)")
+    delete = ("XLA501", "Warning", "xm.mark_step() does nothing on TorchTPU; delete it (torchtpu-mechanical-rewrite)")
 
     async def scenario():
         async with Editor(workspace, initialization_options={"flake8-xla": {"migrate-to": "torchtpu"}}) as editor:

@@ -216,7 +216,8 @@ def test_names_files_it_could_not_read(project, capsys):
     ((), '[tool.flake8-xla]\nmigrate-to = "torchtpu"\n',
      "Found 7 diagnostics; 3 fixable with `flake8-xla fix --migrate-to torchtpu` (marked [*]); 1 more with "
      "`flake8-xla fix --migrate-to torchtpu --unsafe-fixes`."),
-    (("--select", "XLA102"), None, "Found 2 diagnostics; 2 fixable with `flake8-xla fix` (marked [*])."),
+    (("--select", "XLA102", "--target-version", "2.9"), None,  # a target of its own: no `target:` line
+     "Found 2 diagnostics; 2 fixable with `flake8-xla fix` (marked [*])."),
 ])
 def test_check_names_the_fix_command_of_its_settings(project, capsys, argv, config, note):
     if config:
@@ -230,3 +231,27 @@ def test_markdown_names_an_import_guard_with_its_module_in_backticks():
 
     assert _code("import of torch_xla.core.xla_model in try") == "import of `torch_xla.core.xla_model` in try"
     assert _code("import of torch_xla") == "import of `torch_xla`"
+
+
+def test_the_report_reads_the_facts_a_diagnostic_carries_not_its_message():
+    from flake8_xla.migration.facts import MANUAL, MECHANICAL, MigrationFacts
+    from flake8_xla.migration.report import Use, build
+    from flake8_xla.output.formats import Finding
+    from flake8_xla.rule import Diagnostic
+
+    facts = MigrationFacts("xm.mark_step()", MECHANICAL, "delete the call")
+    carried = Diagnostic(3, 0, "XLA501", "any wording at all", data=facts)
+    bare = Diagnostic(4, 0, "XLA502", "a message without facts", help="its help")
+    (report,), checked = build([Finding("a.py", carried, True), Finding("a.py", bare, False)], 1)
+    assert report.uses == (Use("XLA501", "xm.mark_step()", MECHANICAL, "delete the call", 3, True),
+                           Use("XLA502", "a message without facts", MANUAL, "its help", 4, False))
+
+
+def test_the_facts_survive_the_worker_processes(project, capsys, monkeypatch):
+    import flake8_xla.cli.running as running
+
+    (project / "done.py").write_text(DONE)
+    code, alone, err = run(capsys, "migrate-report", "--jobs", "1", "train.py", "done.py")
+    monkeypatch.setattr(running, "PARALLEL_MIN_FILES", 1)
+    code, pooled, err = run(capsys, "migrate-report", "--jobs", "2", "train.py", "done.py")
+    assert pooled == alone and TRAIN[1] in pooled.splitlines()

@@ -1,12 +1,13 @@
 """--migrate-to torchtpu: the table, the XLA5xx message contract, and every front-end (check, fix, config,
 flake8; migrate-report: tests/test_migrate_report.py)."""
+import re
 import subprocess
 import sys
 
 import pytest
 
 from flake8_xla.engine import all_rules, lint_source
-from flake8_xla.migration.report import ON_TORCHTPU
+from flake8_xla.migration.facts import CHECK, MANUAL, MigrationFacts
 from flake8_xla.migration.table import TableError, build_table, migration_table
 from flake8_xla.rules import read_data
 from flake8_xla.migration.table import table_path
@@ -37,24 +38,13 @@ if __name__ == "__main__":
 '''
 
 CHECKED = [
-    "train.py:3:1: XLA502 import of torch_xla on TorchTPU: delete it: nothing uses what it binds, and torch_xla "
-    "(torch 2.9) cannot be installed beside TorchTPU (torch 2.11-2.15); needs a human: it is imported for what it "
-    "registers (the xla device, the 'xla' process-group backend, torch.ops.xla): remove it once nothing relies on that",
-    "train.py:7:12: XLA503 environment variable PJRT_DEVICE has no effect on TorchTPU: delete it: TorchTPU finds "
-    "the TPU by a PCI scan and reads no PJRT_DEVICE",
-    "train.py:11:14: XLA501 [*] xm.xla_device() on TorchTPU: torch.device(\"tpu\", 0): one device per process, seen "
-    "as tpu:0",
-    "train.py:15:9: XLA502 xm.optimizer_step() on TorchTPU: wrap the model in torch.nn.parallel.DistributedDataParallel "
-    "(or FSDP2 fully_shard) and call optimizer.step(); needs a human: gradient averaging moves from the step into the "
-    "model wrapper",
-    "train.py:16:9: XLA501 [*] xm.mark_step() on TorchTPU: delete the call: TorchTPU runs eagerly and has nothing "
-    "pending to execute",
-    "train.py:17:5: XLA501 [*] xm.master_print() on TorchTPU: print(...) guarded by int(os.environ.get(\"RANK\", "
-    "\"0\")) == 0 (LOCAL_RANK for local=True; fd= becomes file=)",
-    "train.py:21:5: XLA502 xmp.spawn() on TorchTPU: no launcher of its own: export the output of `python -m "
-    "torch.tpu.distributed`, then `torchrun --nproc_per_node=$WORLD_SIZE train.py`; or "
-    "torch.tpu.distributed.set_tpu_launch_env(nproc_per_node=N) (experimental) and torch.multiprocessing.spawn; "
-    "needs a human: the script's entry point changes, and rank and process-group set-up become the script's job",
+    "train.py:3:1: XLA502 import of torch_xla is unused and fails on TorchTPU; delete it",
+    "train.py:7:12: XLA503 environment variable PJRT_DEVICE has no effect on TorchTPU; delete it",
+    "train.py:11:14: XLA501 [*] xm.xla_device() -> torch.device(\"tpu\", 0) on TorchTPU",
+    "train.py:15:9: XLA502 xm.optimizer_step() -> optimizer.step() under DistributedDataParallel on TorchTPU",
+    "train.py:16:9: XLA501 [*] xm.mark_step() does nothing on TorchTPU; delete it",
+    "train.py:17:5: XLA501 [*] xm.master_print() -> print() guarded by a rank-0 test on TorchTPU",
+    "train.py:21:5: XLA502 xmp.spawn() -> torchrun on TorchTPU",
 ]
 
 FIXED = '''import os
@@ -119,18 +109,40 @@ def test_a_name_in_two_rows_is_refused():
         build_table(data)
 
 
-# --- the message contract migrate-report reads ------------------------------------------------------
+# --- what migrate-report reads: the facts each diagnostic carries -----------------------------------
 
 MIGRATION_RULES = [rule for rule in all_rules() if rule.migration]
 
 
 @pytest.mark.parametrize("rule", MIGRATION_RULES, ids=lambda r: r.code)
-def test_messages_name_the_api_first_and_say_when_a_human_is_needed(rule):
+def test_each_diagnostic_carries_its_use_and_a_one_clause_message(rule):
+    """The message names the API first, in at most 100 characters; the help is the advice in full (unless the
+    message says it), and the advice says when a human is needed."""
     for example in rule.invalid:
-        for line, col, message in example.expect:
-            assert ON_TORCHTPU in message or message.startswith("environment variable ")
+        found = [d for d in lint_source(example.source, target=example.target, migrate_to="torchtpu")
+                 if d.code == rule.code]
+        assert found
+        for d in found:
+            facts = d.data
+            assert isinstance(facts, MigrationFacts)
+            assert d.message.startswith(facts.api) and len(d.message) <= 100
+            assert d.help == facts.advice or d.help is None and facts.advice in d.message
+            assert (facts.rewrite == CHECK) == (rule.code == "XLA504")
+            if facts.rewrite != CHECK:  # an availability check counts apart, a human's or not
+                assert ("; needs a human" in facts.advice) == (facts.rewrite == MANUAL)
             if rule.code in ("XLA502", "XLA512", "XLA513") or example.fixed is None and rule.code != "XLA503":
-                assert "; needs a human: " in message
+                assert "; needs a human" in facts.advice
+
+
+def test_every_name_a_short_form_gives_is_in_the_full_replacement():
+    """A short names nothing its row does not (its becomes and names are checked against the wheels): a name
+    of its torch_names, or of its becomes, or its last part beside its parent ("ReduceOp.SUM (PRODUCT, ...)")."""
+    for row in migration_table().rows:
+        for short in {row.short, *(s for _, s in row.short_for)} - {""}:
+            for name in re.findall(r"[\w.]*\w\.\w+", short):
+                parent, _, last = name.rpartition(".")
+                assert name in row.torch_names or name in row.becomes or parent in row.becomes and \
+                    last in row.becomes, (row.id, name)
 
 
 def test_migration_rules_are_silent_without_migrate_to_and_alone_with_it():
@@ -181,8 +193,8 @@ def test_torchtpu_code_passes_the_pre_filter_only_when_migrating(project, capsys
     code, out, err = run(capsys, "check", "--no-cache", "env.py")
     assert (code, out) == (0, "")
     code, out, err = run(capsys, "check", "--migrate-to", "torchtpu", "--no-cache", "env.py")
-    assert out == ("env.py:3:12: XLA503 environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU: the wheel "
-                   "reads TORCH_TPU_LAUNCH_BLOCKING (the name in older TorchTPU docs is not read); needs a human\n")
+    assert out == ("env.py:3:12: XLA503 environment variable TPU_LAUNCH_BLOCKING has no effect on TorchTPU; set "
+                   "TORCH_TPU_LAUNCH_BLOCKING\n")
 
 
 # --- flake8 -------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ def fixed(source: str) -> str:
 
 
 def found(source: str):
-    return [(d.line, d.col + 1, d.code, d.message) for d in lint_source(source, target="2.9", migrate_to="torchtpu")]
+    return [(d.line, d.col + 1, d.code, d.message, d.help)
+            for d in lint_source(source, target="2.9", migrate_to="torchtpu")]
 
 
 def test_an_import_added_in_a_lazy_function_goes_before_the_guard_in_that_function():
@@ -78,17 +79,18 @@ def test_find_spec_becomes_the_check(test, becomes):
 
 def test_a_spec_used_for_more_than_a_yes_or_no_needs_a_human():
     source = "import importlib.util\n\nspec = importlib.util.find_spec('torch_xla')\nprint(spec.origin)\n"
-    assert found(source) == [(3, 8, "XLA504", "importlib.util.find_spec(\"torch_xla\") on TorchTPU: " + CHECK
-                              + "; needs a human: the spec is used for more than a yes or no")]
+    assert found(source) == [(3, 8, "XLA504", "importlib.util.find_spec(\"torch_xla\") finds nothing on TorchTPU; "
+                              "test torch.accelerator instead",
+                              CHECK + "; needs a human: the spec is used for more than a yes or no")]
     assert fixed(source) == source
 
 
 def test_sys_modules_and_device_type_not_equal():
     source = "import sys\nimport torch\n\nXLA = 'torch_xla' in sys.modules\nif x.device.type != 'xla':\n    pass\n"
     assert found(source) == [
-        (4, 7, "XLA504", "\"torch_xla\" in sys.modules on TorchTPU: " + CHECK + "; needs a human: it asks whether "
-                         "torch_xla was imported, not whether a TPU is there"),
-        (5, 21, "XLA504", "x.device.type != \"xla\" on TorchTPU: x.device.type != \"tpu\"")]
+        (4, 7, "XLA504", "\"torch_xla\" in sys.modules is always false on TorchTPU; test torch.accelerator instead",
+         CHECK + "; needs a human: it asks whether torch_xla was imported, not whether a TPU is there"),
+        (5, 21, "XLA504", "x.device.type != \"xla\" -> x.device.type != \"tpu\" on TorchTPU", None)]
     assert fixed(source) == source.replace("!= 'xla'", "!= 'tpu'")
 
 
@@ -97,7 +99,7 @@ def test_a_probe_in_try_is_not_rewritten(probe):
     source = (f"import torch\nimport torch_xla.core.xla_model as xm\n\ntry:\n    {probe}\n    TPU = True\n"
               "except RuntimeError:\n    TPU = False\n")
     assert fixed(source) == source
-    assert "it probes for a TPU inside try" in found(source)[0][3]
+    assert "it probes for a TPU inside try" in found(source)[0][4]
 
 
 def test_a_device_taken_in_try_and_used_after_it_is_rewritten():
@@ -131,7 +133,7 @@ def test_library_tests_are_found_by_name_wherever_they_are_imported_from():
               "is_torch_tpu_available\n\n\ndef is_torch_xla_available():\n    return True\n\n\n"
               "if is_tpu_available(check_device=False) or is_torch_tpu_available() or is_torch_xla_available():\n"
               "    pass\n")
-    assert [(line, col, code) for line, col, code, _ in found(source) if code == "XLA504"] == [
+    assert [(line, col, code) for line, col, code, *_ in found(source) if code == "XLA504"] == [
         (10, 4, "XLA504"), (10, 44, "XLA504")]
 
 

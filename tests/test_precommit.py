@@ -123,7 +123,7 @@ def test_manifest_declares_both_hooks() -> None:
     hooks = {hook["id"]: hook for hook in load_manifest(str(ROOT / ".pre-commit-hooks.yaml"))}
     assert sorted(hooks) == ["flake8-xla", "flake8-xla-fix"]
     assert hooks["flake8-xla"]["entry"] == "flake8-xla check --force-exclude"
-    assert hooks["flake8-xla-fix"]["entry"] == "flake8-xla fix --force-exclude"
+    assert hooks["flake8-xla-fix"]["entry"] == "flake8-xla fix --show-fixes --force-exclude"
     for hook in hooks.values():
         assert hook["language"] == "python"
         assert hook["types_or"] == ["python", "pyi", "jupyter", "markdown", "rst"]
@@ -158,6 +158,8 @@ def test_fix_hook_rewrites_then_passes(project, pre_commit) -> None:
     assert first.returncode == 1, first.stdout + first.stderr
     assert status_line(first.stdout, "flake8-xla fix").endswith("Failed")
     assert "- files were modified by this hook" in first.stdout.splitlines()
+    # what was fixed is shown with its message, not only that the file changed
+    assert MARK_STEP_LINE.replace(" [*]", "") in first.stdout.splitlines()
     assert (project / "a.py").read_text() == FIXED
     assert git(project, "diff", "--name-only").split() == ["a.py"]
 

@@ -11,13 +11,13 @@ from typing import Dict, List, Tuple
 import pytest
 
 from flake8_xla.engine import lint_source
-from flake8_xla.rules.xla303_host_sync_in_step import INSTEAD
-from flake8_xla.rules.xla307_host_copy_in_eval_loop import INSTEAD as ACCUMULATE
+from flake8_xla.rules.xla303_host_sync_in_step import CUT, INSTEAD
+from flake8_xla.rules.xla307_host_copy_in_eval_loop import HELP as COPY
 
 from cli_helpers import run
 
-CUT = "the pending graph is cut and run there and the host waits for it; "
-COPY = "each copy cuts the graph and the host waits for the device; "
+STEP = "copies to the host on every training step; read it every N steps"
+EVALUATION = "copies to the host on every evaluation batch; accumulate on the device"
 
 
 def graph(source: str) -> List[Tuple[int, int, str, str]]:
@@ -34,6 +34,11 @@ def write_tree(root, files: Dict[str, str]) -> None:
 
 def check(capsys, root, *extra) -> List[Tuple[str, int, int, str, str]]:
     """(path, line, 1-based column, code, message) that `flake8-xla check` reports from ``root``."""
+    return [(f["filename"].replace(os.sep, "/").removeprefix("./"), f["line"], f["column"],
+             f["code"], f["message"]) for f in findings(capsys, root, *extra)]
+
+
+def findings(capsys, root, *extra) -> List[dict]:
     old = os.getcwd()
     os.chdir(root)
     try:
@@ -41,8 +46,7 @@ def check(capsys, root, *extra) -> List[Tuple[str, int, int, str, str]]:
     finally:
         os.chdir(old)
     assert code in (0, 1), err
-    return [(f["filename"].replace(os.sep, "/").removeprefix("./"), f["line"], f["column"],
-             f["code"], f["message"]) for f in json.loads(out)]
+    return json.loads(out)
 
 
 # -- framework hooks --------------------------------------------------------------------------------
@@ -72,14 +76,16 @@ LIGHTNING = """\
 
 
 def test_lightning_hooks_are_step_code() -> None:
-    hook = "in training_step, which Lightning runs on every training batch"
-    assert graph(LIGHTNING) == [
-        (9, 26, "XLA303", f"loss.item() forces a device-to-host transfer {hook}: {CUT}{INSTEAD}"),
-        (10, 9, "XLA303", f"logging loss with prog_bar=True forces a device-to-host transfer {hook}: Lightning reads "
-                          "every progress-bar value (.item()) when the batch ends; log it without prog_bar=True (the "
-                          "logger reads it every log_every_n_steps) or with on_step=False"),
-        (20, 16, "XLA307", "preds.cpu() copies a tensor to the host in validation_step, which Lightning runs on every "
-                           f"batch: {COPY}{ACCUMULATE}"),
+    hook = "training_step runs on every training batch (Lightning). "
+    assert [(d.line, d.col + 1, d.code, d.message, d.help) for d in lint_source(textwrap.dedent(LIGHTNING))
+            if d.code.startswith("XLA3")] == [
+        (9, 26, "XLA303", "loss.item() copies to the host in training_step; read it every N steps",
+         f"{hook}{CUT} {INSTEAD}"),
+        (10, 9, "XLA303", "logging loss with prog_bar=True copies to the host in training_step; drop prog_bar=True",
+         f"{hook}Lightning reads every progress-bar value (.item()) when the batch ends. Log it without "
+         "prog_bar=True (the logger reads it every log_every_n_steps) or with on_step=False."),
+        (20, 16, "XLA307", "preds.cpu() copies to the host in validation_step; accumulate on the device",
+         f"validation_step runs on every batch (Lightning). {COPY}"),
     ]
 
 
@@ -103,10 +109,13 @@ def test_trainer_and_fastai_hooks() -> None:
             def after_fit(self):
                 print(self.smooth_loss.item())
     """
-    found = graph(source)
-    assert [(line, col, code) for line, col, code, *_ in found] == [(8, 12, "XLA304"), (14, 29, "XLA303")]
-    assert "in compute_loss, which the Trainer runs on every training batch" in found[0][3]
-    assert "in after_batch, which fastai's Learner runs on every training batch" in found[1][3]
+    found = [(d.line, d.col + 1, d.code, d.message, d.help) for d in lint_source(textwrap.dedent(source))
+             if d.code.startswith("XLA3")]
+    assert [(line, col, code, message) for line, col, code, message, _ in found] == [
+        (8, 12, "XLA304", "`if outputs.loss > 10` branches on a tensor in compute_loss; use torch.where"),
+        (14, 29, "XLA303", "self.smooth_loss.item() copies to the host in after_batch; read it every N steps")]
+    assert found[0][4].startswith("compute_loss runs on every training batch (the Trainer). ")
+    assert found[1][4].startswith("after_batch runs on every training batch (fastai's Learner). ")
 
 
 def test_ignite_process_function() -> None:
@@ -167,8 +176,7 @@ EVAL = """\
 
 def test_per_batch_copies_in_an_evaluation_loop() -> None:
     assert graph(EVAL) == [
-        (14, 22, "XLA307", "out.detach().cpu() copies a tensor to the host on every batch of an evaluation loop: "
-                           f"{COPY}{ACCUMULATE}"),
+        (14, 22, "XLA307", f"out.detach().cpu() {EVALUATION}"),
     ]
 
 
@@ -183,10 +191,11 @@ def test_blocking_reduce_in_an_evaluation_loop() -> None:
             total = xm.mesh_reduce("val_loss", loss, sum)
     """
     found = [d for d in graph(source) if d[2] == "XLA302"]
-    assert found == [(7, 13, "XLA302", "xm.mesh_reduce() blocks the host on every batch of an evaluation loop (it "
-                                       "syncs, copies the data to the host and waits for every replica): each batch "
-                                       "waits for the device and the other replicas; accumulate on the device and "
-                                       "reduce once after the loop")]
+    assert found == [(7, 13, "XLA302", "xm.mesh_reduce() blocks the host on every evaluation batch; reduce once after "
+                                       "the loop")]
+    assert [d.help for d in lint_source(textwrap.dedent(source)) if d.code == "XLA302"] == [
+        "It syncs, copies the data to the host and waits for every replica: each batch waits for the device and the "
+        "other replicas. Accumulate on the device and reduce once after the loop."]
 
 
 # -- helpers in other modules (the CLI's project view) ------------------------------------------
@@ -242,12 +251,15 @@ PROJECT = {
 def test_helpers_in_other_modules_are_reported_at_their_call(tmp_path, capsys) -> None:
     write_tree(tmp_path, PROJECT)
     assert [f for f in check(capsys, tmp_path, "--select", "XLA3") if f[0] == "train.py"] == [
-        ("train.py", 16, 5, "XLA303", "log_value(loss) (.item() of its value at metrics.py:8) forces a device-to-host "
-                                      f"transfer on every training step: {CUT}{INSTEAD}"),
-        ("train.py", 17, 5, "XLA303", "update(loss) (.cpu() of its value at metrics.py:12) forces a device-to-host "
-                                      f"transfer on every training step: {CUT}{INSTEAD}"),
-        ("train.py", 23, 11, "XLA307", "accuracy(model(data)) (.cpu() of its logits at metrics.py:5) copies a tensor "
-                                       f"to the host on every batch of an evaluation loop: {COPY}{ACCUMULATE}"),
+        ("train.py", 16, 5, "XLA303", f"log_value(loss) {STEP}"),
+        ("train.py", 17, 5, "XLA303", f"update(loss) {STEP}"),
+        ("train.py", 23, 11, "XLA307", f"accuracy(model(data)) {EVALUATION}"),
+    ]
+    assert [f["help"] for f in findings(capsys, tmp_path, "--select", "XLA3")
+            if os.path.basename(f["filename"]) == "train.py"] == [
+        f"log_value() calls .item() on its value at metrics.py:8. {CUT} {INSTEAD}",
+        f"update() calls .cpu() on its value at metrics.py:12. {CUT} {INSTEAD}",
+        f"accuracy() calls .cpu() on its logits at metrics.py:5. {COPY}",
     ]
 
 

@@ -9,13 +9,9 @@ import textwrap
 from typing import List, Tuple
 
 from flake8_xla.engine import lint_source
-from flake8_xla.rules.xla303_host_sync_in_step import INSTEAD
-from flake8_xla.rules.xla307_host_copy_in_eval_loop import INSTEAD as ACCUMULATE
 
 from cli_helpers import run
-from test_project import CUT, COPY, check, write_tree
-
-STEP = "forces a device-to-host transfer on every training step"
+from test_project import EVALUATION, STEP, check, findings, write_tree
 
 ENGINE = """\
     import torch
@@ -72,9 +68,8 @@ MAIN = """\
 def test_parameters_take_what_the_xla_callers_in_another_module_pass(tmp_path, capsys) -> None:
     write_tree(tmp_path, {"engine.py": ENGINE, "main.py": MAIN})
     assert check(capsys, tmp_path, "--select", "XLA3") == [
-        ("engine.py", 13, 18, "XLA303", f"loss.item() {STEP}: {CUT}{INSTEAD}"),
-        ("engine.py", 22, 26, "XLA307", "output.detach().cpu() copies a tensor to the host on every batch of an "
-                                        f"evaluation loop: {COPY}{ACCUMULATE}"),
+        ("engine.py", 13, 18, "XLA303", f"loss.item() {STEP}"),
+        ("engine.py", 22, 26, "XLA307", f"output.detach().cpu() {EVALUATION}"),
     ]
 
 
@@ -129,7 +124,7 @@ def test_a_constructor_argument_kept_in_self_is_known_in_the_other_methods(tmp_p
                 trainer.train_epoch()
     """})
     assert check(capsys, tmp_path, "--select", "XLA3") == [
-        ("trainer.py", 19, 24, "XLA303", f"loss.item() {STEP}: {CUT}{INSTEAD}"),
+        ("trainer.py", 19, 24, "XLA303", f"loss.item() {STEP}"),
     ]
 
 
@@ -158,7 +153,7 @@ def test_the_device_of_the_xla_branch_of_a_backend_flag(tmp_path, capsys) -> Non
                 print(batch.sum().item())
     """})
     assert check(capsys, tmp_path, "--select", "XLA303") == [
-        ("train.py", 19, 15, "XLA303", f"batch.sum().item() {STEP}: {CUT}{INSTEAD}"),
+        ("train.py", 19, 15, "XLA303", f"batch.sum().item() {STEP}"),
     ]
 
 
@@ -370,15 +365,18 @@ def test_a_helper_of_another_module_called_every_step_is_step_code(tmp_path, cap
                 loss.backward()
                 optimizer.step()
     """})
-    assert check(capsys, tmp_path, "--select", "XLA3") == [
-        ("augment.py", 5, 13, "XLA308", "torch.randperm(x.size(0)) is drawn on the host and copied to the device on "
-                                        "every step of its caller (train.py:11) (a host-to-device transfer each time); "
-                                        "draw it there: torch.randperm(..., device=device) (the device's generator "
-                                        "gives other numbers; torch_xla.manual_seed seeds it)"),
-        ("augment.py", 6, 8, "XLA304", "`if x.sum() > 0` branches on a tensor's value on every step of its caller "
-                                       "(train.py:11): Python needs the value, so the pending graph is cut and run "
-                                       "there and the value copied to the host, and each outcome traces a different "
-                                       "graph; compute both sides and choose with torch.where(cond, a, b)"),
+    assert [(f["filename"], f["line"], f["column"], f["code"], f["message"], f["help"])
+            for f in findings(capsys, tmp_path, "--select", "XLA3")] == [
+        ("augment.py", 5, 13, "XLA308", "torch.randperm(...) is copied from the host on every step of its caller; draw "
+                                        "it with device=device",
+         "It is drawn on the host and copied to the device on every step of its caller (train.py:11) (a "
+         "host-to-device transfer each time). Draw it there: torch.randperm(..., device=device) (the device's "
+         "generator gives other numbers; torch_xla.manual_seed seeds it)."),
+        ("augment.py", 6, 8, "XLA304", "`if x.sum() > 0` branches on a tensor on every step of its caller; use "
+                                       "torch.where",
+         "It runs on every step of its caller (train.py:11). Python needs the value, so the pending graph is cut and "
+         "run there and the value copied to the host, and each outcome traces a different graph. Compute both sides "
+         "and choose with torch.where(cond, a, b)."),
     ]
 
 
@@ -497,6 +495,19 @@ def test_a_parameter_with_a_constant_default_takes_what_the_calls_pass(tmp_path,
     assert [f[:4] for f in check(capsys, tmp_path, "--select", "XLA3")] == [("penalty.py", 5, 13, "XLA308")]
 
 
+def _check_with_help(capsys, root, *extra) -> List[Tuple[str, int, int, str, str, str]]:
+    """check() with each finding's help: where the facts of the other modules are named."""
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        code, out, err = run(capsys, "check", "--isolated", "--no-cache", "--format", "json", *extra, ".")
+    finally:
+        os.chdir(old)
+    assert code in (0, 1), err
+    return [(f["filename"].replace(os.sep, "/").removeprefix("./"), f["line"], f["column"], f["code"], f["message"],
+             f["help"]) for f in json.loads(out)]
+
+
 def test_an_fsdp_wrapper_and_a_reduction_from_helpers_of_another_module(tmp_path, capsys) -> None:
     write_tree(tmp_path, {"xla_utils.py": """\
         import torch_xla.core.xla_model as xm
@@ -535,14 +546,16 @@ def test_an_fsdp_wrapper_and_a_reduction_from_helpers_of_another_module(tmp_path
     """})
     (tmp_path / "utils").mkdir()
     (tmp_path / "xla_utils.py").rename(tmp_path / "utils" / "xla_utils.py")
-    assert check(capsys, tmp_path, "--select", "XLA2") == [
-        ("train.py", 12, 9, "XLA203", "torch.nn.utils.clip_grad_norm_ over the parameters of the FSDP-wrapped "
-                                       "`student` (line 8) clips each rank's gradient shard by its own norm; call "
-                                       "student.clip_grad_norm_(max_norm) on the root FSDP wrapper, on every rank"),
-        ("train.py", 13, 9, "XLA202", "xla_utils.optimizer_step() (it calls optimizer_step or reduce_gradients) "
-                                       "all-reduces the gradients, but `optim` holds the parameters of the "
-                                       "FSDP-wrapped `student` (line 8), which FSDP already reduce-scatters: they "
-                                       "are reduced twice; call optimizer.step() directly"),
+    assert _check_with_help(capsys, tmp_path, "--select", "XLA2") == [
+        ("train.py", 12, 9, "XLA203", "clip_grad_norm_ clips each FSDP shard by its own norm; call "
+                                       "student.clip_grad_norm_(max_norm)",
+         "torch.nn.utils.clip_grad_norm_ gets the parameters of `student`, FSDP-wrapped at line 8: each rank clips "
+         "its gradient shard by a different factor. Call the root FSDP wrapper's clip_grad_norm_, on every rank."),
+        ("train.py", 13, 9, "XLA202", "xla_utils.optimizer_step() all-reduces FSDP gradients again; call "
+                                       "optimizer.step() directly",
+         "`optim` holds the parameters of the FSDP-wrapped `student` (line 8), which FSDP already reduce-scatters: "
+         "they are reduced twice and the update is wrong. xla_utils.optimizer_step() calls optimizer_step or "
+         "reduce_gradients."),
     ]
 
 
@@ -579,8 +592,7 @@ def test_a_script_written_against_the_project_s_wrapper_of_torch_xla_is_xla_code
                           "report.py": script.replace("xla_utils.get_device()", "'cpu' if xla_utils.is_master() "
                                                       "else 'cpu'")})
     assert check(capsys, tmp_path, "--select", "XLA3") == [
-        ("evaluate.py", 11, 26, "XLA307", "out.detach().cpu() copies a tensor to the host on every batch of an "
-                                          f"evaluation loop: {COPY}{ACCUMULATE}"),
+        ("evaluate.py", 11, 26, "XLA307", f"out.detach().cpu() {EVALUATION}"),
     ]
 
 
@@ -604,10 +616,10 @@ def test_the_state_dict_of_a_model_the_xla_caller_passes_on_the_device(tmp_path,
                           "train.py": train.replace("Generator().to(device)", "Generator()")})
     assert check(capsys, tmp_path, "--select", "XLA403") == []  # a model never moved: on the CPU
     write_tree(tmp_path, {"train.py": train})
-    found = check(capsys, tmp_path, "--select", "XLA403")
-    assert [f[:4] for f in found] == [("utils.py", 5, 5, "XLA403")]
-    assert found[0][4].startswith("torch.save() of the state_dict() of model `gen` (on the XLA device as "
-                                  "train.py:11 passes it) writes XLA tensors")
+    found = _check_with_help(capsys, tmp_path, "--select", "XLA403")
+    assert [f[:5] for f in found] == [("utils.py", 5, 5, "XLA403", "torch.save() of `gen.state_dict()` writes XLA "
+                                       "tensors; save CPU copies (xla_compat.save)")]
+    assert found[0][5].startswith("`gen` is on the XLA device as train.py:11 passes it: torch.load of the file fails")
 
 
 def test_an_optimizer_built_before_a_helper_of_another_module_wraps_the_model(tmp_path, capsys) -> None:
@@ -630,10 +642,11 @@ def test_an_optimizer_built_before_a_helper_of_another_module_wraps_the_model(tm
             model = wrap_model(model)
             return model, optimizer
     """})
-    assert check(capsys, tmp_path, "--select", "XLA201") == [
-        ("train.py", 8, 17, "XLA201", "optimizer built from model.parameters() before `model` is wrapped with FSDP "
-                                      "(line 9): FSDP replaces the parameters, so this optimizer never updates the "
-                                      "model; build it after wrapping")]
+    assert _check_with_help(capsys, tmp_path, "--select", "XLA201") == [
+        ("train.py", 8, 17, "XLA201", "optimizer built from model.parameters() before the FSDP wrap; build it after "
+                                      "wrapping",
+         "`model` is wrapped with FSDP at line 9: FSDP replaces its parameters, so this optimizer never updates the "
+         "model.")]
 
 
 def test_an_fsdp_shard_saved_by_a_master_only_helper_of_another_module(tmp_path, capsys) -> None:
@@ -675,13 +688,14 @@ def test_an_fsdp_shard_saved_by_a_master_only_helper_of_another_module(tmp_path,
             xla_utils.save_checkpoint({"model": student.state_dict()}, "/ckpt/final.pt")
             xla_utils.save_per_rank({"model": student.state_dict()}, "/ckpt/final.pt")
     """})
-    assert check(capsys, tmp_path, "--select", "XLA205") == [
-        ("train.py", 7, 5, "XLA205", "xla_utils.save_checkpoint() writes only the master's shard of FSDP model "
-                                     "`model` (line 13, passed on line 15): it saves on the master only "
-                                     "(xla_utils.py:13); save every rank's shard, with a rank-suffixed path and "
-                                     "model.get_shard_metadata()"),
-        ("train.py", 16, 5, "XLA205", "xla_utils.save_checkpoint() writes only the master's shard of FSDP model "
-                                      "`student` (line 13): it saves on the master only (xla_utils.py:13); save "
-                                      "every rank's shard, with a rank-suffixed path and "
-                                      "student.get_shard_metadata()"),
+    assert _check_with_help(capsys, tmp_path, "--select", "XLA205") == [
+        ("train.py", 7, 5, "XLA205", "xla_utils.save_checkpoint() saves only the master's shard of `model`; save "
+                                     "every rank's shard",
+         "`model` is FSDP-wrapped at line 13 (passed on line 15), and xla_utils.save_checkpoint() saves on the "
+         "master only (xla_utils.py:13). Save every rank's shard, with a rank-suffixed path and "
+         "model.get_shard_metadata()."),
+        ("train.py", 16, 5, "XLA205", "xla_utils.save_checkpoint() saves only the master's shard of `student`; save "
+                                      "every rank's shard",
+         "`student` is FSDP-wrapped at line 13, and xla_utils.save_checkpoint() saves on the master only "
+         "(xla_utils.py:13). Save every rank's shard, with a rank-suffixed path and student.get_shard_metadata()."),
     ]

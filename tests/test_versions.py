@@ -240,10 +240,9 @@ def test_origin_of_a_poetry_requirement(tmp_path, monkeypatch) -> None:
 def test_origin_of_installed_and_newest(tmp_path, monkeypatch) -> None:
     (tmp_path / ".git").mkdir()
     monkeypatch.setattr(versions, "installed_version", lambda: Version(2, 6))
-    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == "installed torch_xla (2.6)"
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == "the installed torch_xla 2.6"
     _no_installed(monkeypatch)
-    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == \
-        "newest release known to flake8-xla (2.9)"
+    assert infer_target(str(tmp_path / "a.py"), None, Version(2, 9)).origin == "the newest release flake8-xla knows"
 
 
 def test_two_positional_target_still_builds() -> None:
@@ -268,7 +267,10 @@ def test_check_target_warns_once_outside_the_known_releases() -> None:
     known = (Version(2, 8), Version(2, 9))
     assert versions.check_target("2.10", "--xla-target-version", known, seen.append) == Version(2, 10)
     assert versions.check_target("2.9", "--xla-target-version", known, seen.append) == Version(2, 9)
-    assert seen == ["--xla-target-version: torch_xla 2.10 is outside the releases flake8-xla knows (2.8 to 2.9); "
+    assert versions.check_target("2.7", "--xla-target-version", known, seen.append) == Version(2, 7)
+    assert seen == ["--xla-target-version: torch_xla 2.10 is newer than the last release flake8-xla knows (2.9); "
+                    "its rule data may not describe that release",
+                    "--xla-target-version: torch_xla 2.7 is outside the releases flake8-xla knows (2.8 to 2.9); "
                     "its rule data may not describe that release"]
 
 
@@ -349,11 +351,17 @@ def test_a_pin_nobody_can_read_is_reported_not_taken_for_any_release(tmp_path, m
                                        f"not used as the target: {problem}\n")
 
 
-def test_a_pin_past_the_last_release_is_linted_as_the_last_and_said(tmp_path, monkeypatch, capsys) -> None:
+def test_a_pin_past_the_last_release_is_that_release_and_said_as_the_option_says_it(tmp_path, monkeypatch,
+                                                                                   capsys) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text("torch_xla==2.12\n")
     target = infer_target(str(tmp_path / "a.py"), None, Version(2, 9))
-    assert target == versions.Target(Version(2, 9), f"torch_xla requirement in {req}",
-                                     f"{req}:1: torch_xla==2.12 (newer than 2.9, the last known)")
-    assert capsys.readouterr().err == (f"flake8-xla: warning: {req}:1: torch_xla==2.12: torch_xla 2.12 is newer "
-                                       "than the last release flake8-xla knows (2.9); linting for torch_xla 2.9\n")
+    assert target == versions.Target(Version(2, 12), f"torch_xla requirement in {req}", f"{req}:1: torch_xla==2.12")
+    # the same version, the same words as --xla-target-version 2.12; only where it came from differs
+    assert infer_target(str(tmp_path / "a.py"), "2.12", Version(2, 9)).version == target.version
+    said = "torch_xla 2.12 is newer than the last release flake8-xla knows (2.9); its rule data may not describe " \
+           "that release"
+    assert capsys.readouterr().err == f"flake8-xla: warning: {req}:1: torch_xla==2.12: {said}\n"
+    seen = []
+    versions.check_target("2.12", "--xla-target-version", (Version(2, 8), Version(2, 9)), seen.append)
+    assert seen == [f"--xla-target-version: {said}"]

@@ -108,9 +108,10 @@ class Launches(Fact):
             why[key] = f"{head} {launched[key]}"
         return why, passed
 
-    def helper_calls(self, uses: List[Tuple[ast.AST, str]]) -> List[Tuple[ast.AST, str]]:
+    def helper_calls(self, uses: List[Tuple[ast.AST, str]]) -> List[Tuple[ast.AST, str, str]]:
         """Calls of the module's top-level functions that contain one of ``uses`` (directly or through each
-        other), each with what it uses: ``setup()`` before a launch starts the runtime as surely as its body.
+        other), each spelled (``setup()``) with what it uses (``torch_xla.device() on line 5``): ``setup()``
+        before a launch starts the runtime as surely as its body.
         Not the launched functions, and not the ones that launch themselves (their own order decides)."""
         tree = self.ctx.tree
         by_id = {id(node): (node, what) for node, what in uses}
@@ -137,7 +138,7 @@ class Launches(Fact):
                 if callee is not None:
                     reason[name] = f"{callee[2]}() on line {functions[callee[2]].lineno}"
                     changed = True
-        return [(node, f"{node.func.id}() (it uses {reason[node.func.id]})")
+        return [(node, f"{node.func.id}()", reason[node.func.id])
                 for node in self.ctx.get(NodeIndex).of(ast.Call)
                 if type(node.func) is ast.Name and node.func.id in reason]
 

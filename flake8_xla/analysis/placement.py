@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from .flow import FlowFacts, Position, argument, dotted
 from .project import XLA_MODULE
@@ -32,8 +32,9 @@ class XlaPlacement(Fact):
         self.flow.collect()
         self.tensors: TensorFacts = ctx.get(TensorFacts)
 
-    def holds(self, expr: ast.AST, at: Position, depth: int) -> Optional[str]:
-        """How the message names the XLA data ``expr`` is or carries, or None."""
+    def holds(self, expr: ast.AST, at: Position, depth: int) -> Optional[Tuple[str, str]]:
+        """(how the message names the XLA data ``expr`` is or carries, where it came onto the device: a
+        sentence for the help), or None."""
         kind = type(expr)
         if kind is ast.Dict:
             return self._first([v for v in expr.values if v is not None], at, depth)
@@ -51,23 +52,23 @@ class XlaPlacement(Fact):
             return None
         since = self.since(name, at) if self.tensors.kind(expr) == "module" else None
         if since is not None:
-            return f"model `{name}` (on the XLA device {since})"
+            return f"model `{name}`", f"`{name}` is on the XLA device {since}"
         binding = self.flow.binding_of(expr)
         if binding is None:
             return None
         if self._made_on_xla(binding.value):
-            return f"tensor `{name}` (on the XLA device since line {binding.at.statement.lineno})"
+            return f"tensor `{name}`", f"`{name}` is on the XLA device since line {binding.at.statement.lineno}"
         return self.holds(binding.value, at, depth - 1)
 
-    def _first(self, items: List[ast.AST], at: Position, depth: int) -> Optional[str]:
+    def _first(self, items: List[ast.AST], at: Position, depth: int) -> Optional[Tuple[str, str]]:
         return next(filter(None, (self.holds(i, at, depth) for i in items)), None)
 
-    def _state_of(self, owner: Optional[str], at: Position) -> Optional[str]:
+    def _state_of(self, owner: Optional[str], at: Position) -> Optional[Tuple[str, str]]:
         if owner is None:
             return None
         since = self.since(owner, at)
         if since is not None:
-            return f"the state_dict() of model `{owner}` (on the XLA device {since})"
+            return f"`{owner}.state_dict()`", f"`{owner}` is on the XLA device {since}"
         build = self.flow.optimizer_named(owner, at.statement)
         if build is None or build.param_groups or not self.flow.runs_before(build.at, at) or \
                 self.flow.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
@@ -76,12 +77,12 @@ class XlaPlacement(Fact):
         for module in build.params_of:
             line = self.module_on_xla(module, at)
             if line is not None:
-                return (f"the state_dict() of optimizer `{owner}` (over the parameters of `{module}`, on the XLA "
-                        f"device since line {line})")
+                return (f"`{owner}.state_dict()`",
+                        f"`{owner}` holds the parameters of `{module}`, on the XLA device since line {line}")
         return None
 
     def since(self, name: str, at: Position) -> Optional[str]:
-        """How the message says where the module ``name`` came onto the XLA device: ``since line 12``, or,
+        """How the help says where the module ``name`` came onto the XLA device: ``since line 12``, or,
         for a parameter that every call from the project's XLA code fills with such a module, ``as
         train.py:163 passes it``; None when it is not surely there."""
         line = self.module_on_xla(name, at)

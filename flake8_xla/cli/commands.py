@@ -14,10 +14,9 @@ from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores, parse_sync_functions)
 from ..documents import is_document
-from ..engine import all_rules, rule_index
 from ..output.formats import RENDERERS, TEXT_FORMATS, docs_url, render_text
 from ..lifecycle.table import api_table
-from ..migration import report as migration_report
+from ..rules import rule_index
 from ..selection import CodeSelector
 from ..versions import MIGRATIONS, forget_project_files
 from .discovery import FileFinder
@@ -26,7 +25,7 @@ from .errors import UsageError
 from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
 from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, format_size, parse_size, read_file_bytes
 from .running import FileResult, Interrupted, Job, run_file, run_files
-from .summary import check_note, fix_command, fix_summary, plural, settings_report, statistics
+from .summary import check_note, fix_command, fix_summary, inferred_targets, plural, settings_report, statistics
 from .trace_merge import merge as merge_trace, read_trace, summary as trace_summary
 
 
@@ -122,12 +121,14 @@ def _add_cache_option(parser: argparse.ArgumentParser) -> None:
 def _check_options(check: argparse.ArgumentParser) -> None:
     _add_common_options(check)
     check.add_argument("--fix", action="store_true", help="apply the fixes, then report what remains (as `fix`)")
+    _show_fixes_option(check)
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing "
                        "(as `fix --diff`)")
     check.add_argument("--format", "--output-format", dest="output_format", choices=FORMATS, help="output format")
     check.add_argument("--output-file", help="write the report here instead of stdout")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are diagnostics")
-    check.add_argument("--statistics", action="store_true", help="print a count per code")
+    check.add_argument("--statistics", action="store_true",
+                       help="print a count per code instead of the diagnostics (with --format json: as JSON)")
     check.add_argument("--add-noqa", action="store_true",
                        help="append `# noqa: CODE` to the lines with diagnostics (Python files only)")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
@@ -137,14 +138,22 @@ def _check_options(check: argparse.ArgumentParser) -> None:
     _add_cache_option(check)
 
 
+def _show_fixes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--show-fixes", action="store_true",
+                        help="list each finding a fix fixed, with its message, on stderr (pre-commit shows it)")
+
+
 def _fix_options(fix: argparse.ArgumentParser) -> None:
     _add_common_options(fix)
+    _show_fixes_option(fix)
     fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
     fix.add_argument("--no-cache", action="store_true", help="accepted for symmetry with check (fix reads no cache)")
     _add_cache_option(fix)
 
 
 def _migrate_report_options(report: argparse.ArgumentParser) -> None:
+    from ..migration import report as migration_report  # migrate-report only (and --help)
+
     _add_common_options(report)
     report.add_argument("--format", dest="report_format", choices=tuple(migration_report.RENDERERS), default="text",
                         help="text (default), json, or markdown (a pull request's description)")
@@ -291,6 +300,13 @@ def _print_notes(args: argparse.Namespace, results: Sequence[FileResult]) -> Non
                 _note(note)
 
 
+def _print_inferred_targets(settings: Settings, files: Sequence[str], stdin_filename: Optional[str]) -> None:
+    """Beside the closing line: the release the run judged against when nobody chose it (on stderr,
+    so no report format changes)."""
+    for line in inferred_targets(settings, files, stdin_filename):
+        emit(line + "\n", sys.stderr)
+
+
 def _check_output_file(path: Optional[str]) -> None:
     """Fail before the run, not after it, when the report could not be written."""
     if path is None:
@@ -331,7 +347,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = None if args.no_cache or sarif else ResultCache(resolve_cache_dir(settings.base_dir, args.cache_dir))
     job = Job(settings, selector, unsafe=args.unsafe_fixes, cache=cache,
               max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, add_noqa=args.add_noqa,
-              show_source=args.show_source or settings.output_format == "full", fix_edits=sarif)
+              # full shows each finding's line; SARIF hashes it into the finding's fingerprint
+              show_source=args.show_source or settings.output_format in ("full", "sarif"), fix_edits=sarif)
     results = _run(job, files, args.jobs)
     _print_notes(args, results)
     if cache is not None:
@@ -343,7 +360,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     merged = None
     if evidence is not None:
         findings, merged = merge_trace(findings, evidence, files, selector)
-    if settings.output_format in TEXT_FORMATS:
+    if args.statistics:  # the table alone, as ruff prints it (flake8's own --statistics is left as flake8 has it)
+        report = statistics(findings, settings.output_format)
+    elif settings.output_format in TEXT_FORMATS:
         stream = sys.stdout if not args.output_file else None
         color = stream is not None and wants_color(args.color, stream)
         report = (render_text(findings, show_source=args.show_source, color=color) if settings.output_format == "text"
@@ -351,8 +370,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         report = RENDERERS[settings.output_format](findings)
     _write_report(report, args.output_file)
-    if args.statistics:
-        emit(statistics(results), sys.stdout)
     for r in results:
         if r.error:
             emit(f"flake8-xla: {r.path}: {r.error}\n", sys.stderr)
@@ -368,6 +385,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             emit(note + "\n", sys.stderr)
         elif files and not any(r.error for r in results):
             emit(f"All checks passed ({plural(len(files), 'file')}).\n", sys.stderr)
+        _print_inferred_targets(settings, files, args.stdin_filename)
     failed = any(r.error for r in results)
     return 0 if args.exit_zero or not (findings or failed) else 1
 
@@ -378,8 +396,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
     settings, selector, files, done = _prepare(args)
     if done is not None or not files:
         return done or 0
+    output_format = getattr(args, "output_format", None) and settings.output_format  # check --fix --format
     job = Job(settings, selector, fix=True, unsafe=args.unsafe_fixes, diff=args.diff,
-              max_file_size=args.max_file_size, stdin_filename=args.stdin_filename, show_source=args.show_source)
+              max_file_size=args.max_file_size, stdin_filename=args.stdin_filename,
+              show_source=args.show_source or output_format in ("full", "sarif"))
     results = _run(job, files, args.jobs)
     _print_notes(args, results)
     from_stdin = files == ["-"]
@@ -391,10 +411,11 @@ def cmd_fix(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(r.stdout_bytes)
             sys.stdout.flush()
     remaining = [f for r in results for f in r.findings]
-    output_format = getattr(args, "output_format", None) and settings.output_format  # check --fix --format
     output_file = getattr(args, "output_file", None)
     if not args.diff:
-        if output_format not in (None, *TEXT_FORMATS):
+        if getattr(args, "statistics", False):  # check --fix --statistics: the table of what remains
+            report = statistics(remaining, output_format or "text")
+        elif output_format not in (None, *TEXT_FORMATS):
             report = RENDERERS[output_format](remaining)
         else:
             # with `fix -` stdout holds the fixed source, so what remains goes to stderr
@@ -407,10 +428,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
             emit(report, sys.stderr)
         else:
             _write_report(report, output_file)
-    if getattr(args, "statistics", False):
-        emit(statistics(results), sys.stdout)
     if not args.quiet:
+        fixed = [f for r in results for f in r.fixed_findings]
+        if getattr(args, "show_fixes", False) and fixed:
+            emit(("Would fix:\n" if args.diff else "Fixed:\n") + render_text(fixed), sys.stderr)
         emit(fix_summary(results, args.diff) + "\n", sys.stderr)
+        _print_inferred_targets(settings, files, args.stdin_filename)
     for r in results:
         for note in r.fix_notes if not args.quiet else ():  # what an applied fix still asks (a companion's set-up)
             emit(f"flake8-xla: {r.path}: note: {note}\n", sys.stderr)
@@ -424,6 +447,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
 def cmd_migrate_report(args: argparse.Namespace) -> int:
     """The check run of the XLA5xx rules under --migrate-to torchtpu, summed up with what the fix run
     leaves; exit 0 (a report)."""
+    from ..migration import report as migration_report
+
     _check_output_file(args.output_file)
     args.migrate_to, args.select, args.extend_select = "torchtpu", "XLA5", None
     settings, selector, files, done = _prepare(args)
@@ -453,6 +478,8 @@ def _after_fix(job: Job, path: str) -> Optional[list]:
     memory, as `fix -` runs it, and writes nothing. It goes to a fixpoint, so what it uncovers (an
     import of torch_xla that its rewrites leave unused) is counted, as fix counts it. None when the
     file cannot be read again or the run fails: the report then counts the uses check marks fixable."""
+    from ..migration import report as migration_report
+
     try:
         data = read_file_bytes(path, job.max_file_size)
         before = decode_source(data, is_document(path)).text
@@ -473,6 +500,8 @@ def _cell_source(notebook: str, cell: int) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from ..engine import all_rules  # the rules load for the commands that show them
+
     code = args.code.upper()
     for rule in all_rules():
         if rule.code == code or rule.name == args.code:
@@ -502,6 +531,8 @@ def rule_default(rule) -> str:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
+    from ..engine import all_rules
+
     if args.rules_format == "json":
         import json  # `rules --format json` only
 

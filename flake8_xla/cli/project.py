@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file, not_project
 from ..cache import file_digest
-from ..engine import TOO_DEEP, might_match
+from ..prefilter import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
 from ..lifecycle.table import api_table
 from ..rule import FileContext

@@ -11,16 +11,19 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import is_document
-from ..engine import TOO_DEEP, all_rules, collector_paused, concerns_xla, fix_source, lint_fixable, too_deep_message
+# the engine (and, through it, the rules and their analyses) loads when a file is linted: not on a
+# run whose files fail the pre-filter or hit the result cache
+from ..prefilter import TOO_DEEP, collector_paused, concerns_xla, too_deep_message
 from ..output.formats import Finding, suggested_fix
 from ..lifecycle.table import api_table
 from ..fixing.lines import split_lines
-from ..noqa import file_is_exempt, filter_noqa
+from ..noqa import UNUSED_NOQA, file_is_exempt, filter_noqa, unknown_codes
 from ..rule import Diagnostic
+from ..rules import rule_index
 from ..selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
-from .output import display_name
+from .output import display_name, emit
 from .project import may_hold_framework_hooks, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, unified_diff, write_preserving
@@ -32,7 +35,7 @@ class FileResult:
     """What running a job on one file gave; filled in as the run goes."""
 
     __slots__ = ("path", "findings", "fixed", "diff", "error", "unsafe_available", "cache_update", "notes",
-                 "stdout_bytes", "noqa_added", "fix_notes", "no_fix")
+                 "stdout_bytes", "noqa_added", "fix_notes", "no_fix", "warnings", "fixed_findings")
 
     def __init__(self, path: str, findings: Optional[List[Finding]] = None) -> None:
         self.path = path  # as shown
@@ -48,6 +51,10 @@ class FileResult:
         self.noqa_added = 0  # --add-noqa: diagnostics given a noqa comment
         self.fix_notes: List[str] = []  # what the applied fixes still ask of the user
         self.no_fix: Dict[Diagnostic, str] = {}  # fix: why each remaining diagnostic without a fix has none
+        self.warnings: List[str] = []  # printed on stderr by check and fix: `# noqa` codes no rule has
+        # fix --show-fixes: what the fixes fixed, where it was in the file as read (a fix that only
+        # became possible after another is counted in ``fixed``, not listed)
+        self.fixed_findings: List[Finding] = []
 
     def __getstate__(self) -> tuple:  # back from a worker process
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -104,6 +111,8 @@ def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_onl
     """The diagnostics with their fix safety, and the project files whose summaries they used.
     ``hooks_only``: the file is XLA code only through its framework hooks; ``entry_functions``: only
     through these functions, which the project's XLA code calls (see _run_file)."""
+    from ..engine import lint_fixable
+
     project = project_index() if path != "-" else None
     if project is not None:
         project.begin(hooks_only, entry_functions)
@@ -115,10 +124,13 @@ def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_onl
     return raw, project.consulted() if project else {}, site.no_fix
 
 
-def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple[List[Finding], int]:
-    """Selection and `# noqa` over the raw diagnostics (with their fix safety and suggested fix)."""
+def _findings(job: Job, path: str, display: str, text: str, raw: Entry, whole: bool = True
+              ) -> Tuple[List[Finding], int]:
+    """Selection and `# noqa` over the raw diagnostics (with their fix safety and suggested fix), and
+    the `# noqa` codes they leave unused (XLA001). ``whole``: the rules ran on the whole file (not only
+    on its framework hooks or the functions the project's XLA code calls)."""
     lines = split_lines(text)
-    if not raw or file_is_exempt(lines):
+    if (not raw and not (whole and "noqa" in text)) or file_is_exempt(lines):
         return [], 0
     wanted = job.selector.for_file(path)
     chosen = [item for item in raw if wanted(item[0].code)]
@@ -129,6 +141,18 @@ def _findings(job: Job, path: str, display: str, text: str, raw: Entry) -> Tuple
             fixable = safe is not None and (safe or job.unsafe)
             findings.append(Finding(display, d, fixable, fix=fix if fixable else None))
     unsafe_only = sum(1 for d, safe, _ in chosen if d in kept and safe is False and not job.unsafe)
+    if whole and wanted(UNUSED_NOQA):
+        from ..engine import unused_noqa
+        from ..fixing import FixSite
+
+        project = project_index() if path != "-" else None
+        if project is not None:
+            project.begin()
+        for d, fix in unused_noqa(text, path, target_for(job, path), [d for d, _, _ in chosen], wanted,
+                                  sync_functions=job.settings.sync_functions, project=project, reported=True):
+            suggested = suggested_fix(text, FixSite(text, None, None, None), d.code, fix) if job.fix_edits else None
+            findings.append(Finding(display, d, True, fix=suggested))
+        findings.sort(key=lambda f: f.diagnostic)
     return findings, unsafe_only
 
 
@@ -171,6 +195,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     assume_xla = assumes_torch_xla(job.settings, name)
     if name != "-" and is_document(name):
         return _run_document(job, path, name, display, source, assume_xla, result)
+    if "XLA" in text:
+        result.warnings = _unknown_noqa_codes(display, text)
     hooks_only, through_project, entry_functions = False, False, None
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-":
@@ -191,7 +217,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         key = content_key(text, str(target_for(job, name).version), assume_xla, options)
         raw = job.cache.get(path, key)
         if raw is not None:
-            result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
+            result.findings, result.unsafe_available = _findings(job, name, display, text, raw,
+                                                                 not (hooks_only or through_project))
             _keep_source_lines(job, result, text)
             return result
     scanned: Dict[str, str] = {}
@@ -225,11 +252,19 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
         result.no_fix = no_fix
     if key is not None:
         result.cache_update = (path, key, raw, {**scanned, **deps})
-    result.findings, result.unsafe_available = _findings(job, name, display, text, raw)
+    whole = not (hooks_only or through_project)
+    result.findings, result.unsafe_available = _findings(job, name, display, text, raw, whole)
     if job.add_noqa and result.findings:
-        text = _add_noqa(job, path, name, display, source, text, raw, result)
+        text = _add_noqa(job, path, name, display, source, text, raw, result, whole)
     _keep_source_lines(job, result, text)
     return result
+
+
+def _unknown_noqa_codes(display: str, text: str) -> List[str]:
+    """A warning for each `# noqa` comment that names XLA codes no rule has (ruff warns so too)."""
+    known = [code for code, _, _ in rule_index()]
+    return [f"{display}:{line}: unknown code{'s' if len(codes) > 1 else ''} in `# noqa`: {', '.join(codes)}"
+            for line, codes in unknown_codes(split_lines(text), known)]
 
 
 def _keep_source_lines(job: Job, result: FileResult, text: str) -> None:
@@ -242,15 +277,19 @@ def _keep_source_lines(job: Job, result: FileResult, text: str) -> None:
 
 def _fix_file(job: Job, path: str, name: str, display: str, source: Source, tree: ast.Module,
               result: FileResult):
+    from ..engine import fix_source
+
     # the text as read, each line's ending included: the fix engine keeps every line's own ending
-    outcome = fix_source(source.text, name, target_for(job, name), job.selector.for_file(name), job.unsafe,
-                         assume_xla=True, sync_functions=job.settings.sync_functions)
+    wanted = job.selector.for_file(name)
+    outcome = fix_source(source.text, name, target_for(job, name), wanted, job.unsafe,
+                         assume_xla=True, sync_functions=job.settings.sync_functions, selected=wanted)
     result.error = outcome.error
     if outcome.source == source.text:
         return source.text, tree
     written = _apply_fix(job, path, display, source, outcome.source, outcome.fixed, result)
     if written or job.diff:
         result.fix_notes = list(outcome.notes)
+        result.fixed_findings = [Finding(display, d) for d, first in outcome.fixed_diagnostics if first]
     if not written:
         return source.text, tree  # not written (--diff, or the write failed): report against the file as it is
     return outcome.source, ast.parse(outcome.source)
@@ -305,14 +344,15 @@ def _write(path: str, text: str, encoding: str, result: FileResult) -> bool:
 
 
 def _add_noqa(job: Job, path: str, name: str, display: str, source: Source, text: str, raw: Entry,
-              result: FileResult) -> str:
-    new_text, annotated = add_noqa(text, [f.diagnostic for f in result.findings])
+              result: FileResult, whole: bool) -> str:
+    # unused noqa codes are removed, not silenced by one more code in the same comment
+    new_text, annotated = add_noqa(text, [f.diagnostic for f in result.findings if f.diagnostic.code != UNUSED_NOQA])
     if not annotated:
         return text
     if not _write(path, new_text, source.encoding, result):
         return text
     result.noqa_added = len(annotated)
-    result.findings, result.unsafe_available = _findings(job, name, display, new_text, raw)
+    result.findings, result.unsafe_available = _findings(job, name, display, new_text, raw, whole)
     return new_text
 
 
@@ -342,6 +382,8 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
             written = fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result)
             if written or (job.diff and result.diff):
                 result.fix_notes = list(fixed.notes)
+                result.fixed_findings = [Finding(display, at.diagnostic, cell=at.cell, file_line=at.file_line)
+                                         for at in fixed.fixed_findings]
             if written:
                 text, document = fixed.text, read_document(name, fixed.text)
     where = "cell" if document.kind == "notebook" else "line"
@@ -445,6 +487,9 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> List[FileResult]:
     del _REWRITTEN[:]
     try:
         _run_files(job, files, jobs, results)
+        for result in results:
+            for warning in result.warnings:
+                emit(f"flake8-xla: warning: {warning}\n", sys.stderr)
     except KeyboardInterrupt as exc:
         finished = exc.results if isinstance(exc, Interrupted) else results
         # by this process (one file after another), or by workers (their results say so)
@@ -466,6 +511,8 @@ def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResu
             results.append(FileResult(display, [_file_error(display, "E902", str(exc))]))
             files = [f for f in files if f != "-"]
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES and "-" not in files:
+        from ..engine import all_rules
+
         api_table()  # load the rule data and the rules once, before forking, instead of once per worker
         all_rules()
         for path in {os.path.dirname(os.path.abspath(f)): f for f in files}.values():

@@ -7,10 +7,10 @@ from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..config import Settings
-from ..engine import rule_index
 from ..output.formats import Finding
+from ..rules import rule_index
 from ..lifecycle.table import api_table
-from ..versions import infer_target, project_root
+from ..versions import Target, infer_target, project_root
 from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
 from .output import display_name
 from .reading import format_size
@@ -21,9 +21,17 @@ def plural(n: int, word: str, words: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else words or word + 's'}"
 
 
-def statistics(results: Sequence[FileResult]) -> str:
-    counts = Counter(f.diagnostic.code for r in results for f in r.findings)
+def statistics(findings: Sequence[Finding], output_format: str = "text") -> str:
+    """--statistics: the count per code, instead of the findings (ruff's table); a JSON list of
+    ``{code, name, count, fixable}`` (``fixable``: how many of them) for ``--format json``."""
+    counts = Counter(f.diagnostic.code for f in findings)
+    fixable = Counter(f.diagnostic.code for f in findings if f.fixable)
     names = {code: name for code, name, _ in rule_index()}
+    if output_format == "json":
+        import json  # --format json only
+
+        return json.dumps([{"code": code, "name": names.get(code), "count": n, "fixable": fixable[code]}
+                           for code, n in sorted(counts.items())], indent=2) + "\n"
     return "".join(f"{n:<6}{code} {names.get(code, '')}\n" for code, n in sorted(counts.items()))
 
 
@@ -107,10 +115,32 @@ def _targets(settings: Settings, paths: Sequence[str], files: Sequence[str],
              stdin_filename: Optional[str]) -> List[Tuple[str, str, int]]:
     """(project root, target and where it came from, number of files) for each project root met,
     in order of first appearance. Without files, the target of each path given."""
-    found: Dict[Tuple[str, str], int] = {}
-    for path in files or paths:
+    return [(root, f"torch_xla {target.version}, from {target.origin or target.source}", count)
+            for root, target, count in _targets_by_root(settings, files or paths, stdin_filename, bool(files))]
+
+
+def _targets_by_root(settings: Settings, paths: Sequence[str], stdin_filename: Optional[str],
+                     count: bool = True) -> List[Tuple[str, Target, int]]:
+    found: Dict[Tuple[str, Target], int] = {}
+    by_directory: Dict[str, Tuple[str, Target]] = {}  # a file's target is its directory's: one look-up each
+    for path in paths:
         name = (stdin_filename or "stdin") if path == "-" else path
-        target = infer_target(name, settings.target_version, api_table().latest, settings.target_origin)
-        key = (project_root(name), f"torch_xla {target.version}, from {target.origin or target.source}")
-        found[key] = found.get(key, 0) + (1 if files else 0)
-    return [(root, target, count) for (root, target), count in found.items()]
+        directory = os.path.dirname(name)
+        key = by_directory.get(directory)
+        if key is None:
+            target = infer_target(name, settings.target_version, api_table().latest, settings.target_origin)
+            key = by_directory[directory] = (project_root(name), target)
+        found[key] = found.get(key, 0) + (1 if count else 0)
+    return [(root, target, n) for (root, target), n in found.items()]
+
+
+def inferred_targets(settings: Settings, files: Sequence[str], stdin_filename: Optional[str] = None) -> List[str]:
+    """The closing lines of check and fix that say which torch_xla release the files were judged
+    against when nobody chose it (a pin, the installed wheel, the newest known): one per project
+    root met, or one ``target:`` line when the run has a single one. None when the user chose it, and
+    under ``--migrate-to``, whose rules judge the code for the platform the user named instead."""
+    if settings.target_version or settings.migrate_to or not files:
+        return []
+    found = _targets_by_root(settings, files, stdin_filename)
+    return [f"target{'' if len(found) == 1 else ' for ' + display_name(root)}: torch_xla {target.version} "
+            f"(from {target.origin or target.source}; set --target-version to choose)" for root, target, _ in found]

@@ -64,9 +64,12 @@ class Program(NamedTuple):
             return None
         block = _by_index(document)[place[0]]
         line, offset = block.origin[place[1] - 1]
-        message = _LINE_REFERENCE.sub(lambda m: self._line_label(document, int(m.group(1)), block.cell),
-                                      diagnostic.message)
-        moved = diagnostic._replace(line=line, col=diagnostic.col + offset, message=message)
+
+        def relabel(text: str) -> str:
+            return _LINE_REFERENCE.sub(lambda m: self._line_label(document, int(m.group(1)), block.cell), text)
+
+        moved = diagnostic._replace(line=line, col=diagnostic.col + offset, message=relabel(diagnostic.message),
+                                    help=diagnostic.help and relabel(diagnostic.help))
         file_line = block.json_lines[place[1] - 1] if block.json_lines else None
         return Located(moved, block.cell, file_line)
 
@@ -91,12 +94,12 @@ class Program(NamedTuple):
         return None if place is None else place[0]
 
     def relates_blocks(self, diagnostic: Diagnostic) -> bool:
-        """Whether a diagnostic ties its line to a line of another block ("... on line N"). A guide's
-        blocks share names (an import in the first serves the rest) but are often separate
-        examples, so such a relation is not trusted there; a notebook's cells run in one kernel."""
+        """Whether a diagnostic (its message or help) ties its line to a line of another block ("... on
+        line N"). A guide's blocks share names (an import in the first serves the rest) but are often
+        separate examples, so such a relation is not trusted there; a notebook's cells run in one kernel."""
         own = self.block_of(diagnostic.line)
         return any(self.block_of(int(m.group(1))) not in (own, None)
-                   for m in _LINE_REFERENCE.finditer(diagnostic.message))
+                   for m in _LINE_REFERENCE.finditer(f"{diagnostic.message} {diagnostic.help or ''}"))
 
     def split(self, fixed: str) -> Optional[Dict[int, str]]:
         """The blocks of a fixed program, by index; None when its markers did not survive."""
@@ -151,6 +154,9 @@ class DocumentFix(NamedTuple):
     error: Optional[str]  # a fix pass that was dropped (see FixOutcome.error)
     notes: List[str]  # what the applied fixes still ask of the user
     applied: List[Fix]  # the fixes applied
+    # what they fixed, located in the document (programs.Located); only the first pass's
+    # diagnostics, whose positions are in the text as given
+    fixed_findings: List = []
 
 
 def fix_document(document: Document, text: str, target: Target, wanted: Callable[[str], bool],
@@ -166,6 +172,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
     fixed: Counter = Counter()
     notes: List[str] = []
     applied: List[Fix] = []
+    found: List = []
     error = None
     for number, program in enumerate(programs(document, text)):
         if only is not None:
@@ -176,7 +183,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             continue
         else:
             outcome = fix_source(program.source, document.path, target, wanted, unsafe, assume_xla=True,
-                                 sync_functions=sync_functions)
+                                 sync_functions=sync_functions, selected=wanted)
         error = error or outcome.error
         if outcome.source == program.source:
             continue
@@ -185,6 +192,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             raise DocumentError("a fix moved code across blocks")
         fixed += outcome.fixed
         applied += outcome.applied
+        found.extend(filter(None, (program.locate(document, d) for d, first in outcome.fixed_diagnostics if first)))
         notes.extend(note for note in outcome.notes if note not in notes)
         changed.update({index: source for index, source in blocks.items()
                         if source.rstrip("\n") != old[index].rstrip("\n")})
@@ -193,7 +201,7 @@ def fix_document(document: Document, text: str, target: Target, wanted: Callable
             ast.parse(source)
         except SyntaxError as exc:
             raise DocumentError(f"a fix would leave block {index + 1} unparsable: {exc.msg}") from None
-    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error, notes, applied)
+    return DocumentFix(rewrite(document, text, changed) if changed else text, fixed, error, notes, applied, found)
 
 
 __all__ = ["SEPARATE_BLOCKS", "DocumentFix", "Located", "Program", "fix_document", "lint_document", "programs"]

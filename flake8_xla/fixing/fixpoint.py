@@ -106,7 +106,7 @@ def remove_newly_unused(before: ast.AST, source: str) -> Tuple[str, Optional[ast
 class FixOutcome:
     """What the fix loop made of a source; filled in pass by pass."""
 
-    __slots__ = ("source", "fixed", "passes", "error", "notes", "applied")
+    __slots__ = ("source", "fixed", "passes", "error", "notes", "applied", "fixed_diagnostics")
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -115,6 +115,9 @@ class FixOutcome:
         self.error: Optional[str] = None  # why some fixes were not applied (the rest were)
         self.notes: List[str] = []  # what applied fixes still ask of the user
         self.applied: List[Fix] = []  # the fixes applied, pass by pass (an editor names its quick fix by them)
+        # what those fixes fixed (--show-fixes), filled in by the caller that knows the diagnostics:
+        # (diagnostic, whether it was found in the source as given, so its position is in it)
+        self.fixed_diagnostics: List[Tuple[object, bool]] = []
 
 
 Candidate = Tuple[str, Fix]  # (code, fix)

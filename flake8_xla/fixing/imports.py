@@ -208,8 +208,11 @@ class Importer:
 
     def import_edits(self, planned: Iterable[PlannedImport]) -> List[Edit]:
         edits = []
-        for key in sorted(set(planned), key=lambda p: p.line):
+        # two imports that go to the same place go in isort's order
+        for key in sorted(set(planned), key=lambda p: _planned_key(p.line)):
             anchor, before = self._anchors[key]
+            if not before and alone_on_its_lines(self.lines, anchor):
+                anchor, before = self._among_neighbours(anchor, _planned_key(key.line))
             if before:  # nothing is imported before it in its scope: the import opens the statement's line
                 first = self.lines.line_start(anchor.lineno)
                 indent = self.lines.source[first:self.lines.start(anchor)]
@@ -226,10 +229,73 @@ class Importer:
                 edits.append(Edit(end, end, f"; {key.line}"))
         return edits
 
+    def _among_neighbours(self, anchor: ast.stmt, new: "_Key") -> Tuple[ast.stmt, bool]:
+        """Where isort (profile black) would put an import that sorts as ``new`` in the run of imports
+        holding ``anchor`` (adjacent lines, one statement each): (statement, before it). When the run is
+        not in isort's order, right after ``anchor``, as the fixes always placed it."""
+        place = self.position(anchor)
+        body = _statement_list(self.parents.get(id(anchor)), place[0]) if place else None
+        if body is None:
+            return anchor, False
+        first = last = place[1]
+        while first > 0 and self._adjacent(body[first - 1], body[first]):
+            first -= 1
+        while last + 1 < len(body) and self._adjacent(body[last], body[last + 1]):
+            last += 1
+        run = body[first:last + 1]
+        keys = [key for key in map(_statement_key, run) if key is not None]
+        if len(keys) < len(run) or keys != sorted(keys):
+            return anchor, False
+        after = next((stmt for stmt, key in zip(run, keys) if key > new), None)
+        return (after, True) if after is not None else (run[-1], False)
+
+    def _adjacent(self, earlier: ast.stmt, later: ast.stmt) -> bool:
+        """Two import statements on consecutive lines (no blank or comment line between), each alone on its lines."""
+        return all(type(s) in (ast.Import, ast.ImportFrom) and alone_on_its_lines(self.lines, s)
+                   for s in (earlier, later)) and later.lineno == earlier.end_lineno + 1
+
 
 __all__ = ["ALIASES", "ALWAYS_THERE", "Importer", "PlannedImport"]
 
 _SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _statement_list(parent: Optional[ast.AST], block: int) -> Optional[List[ast.stmt]]:
+    """The statement list of ``parent`` whose id() is ``block``."""
+    return next((body for body in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                 if type(body) is list and id(body) == block), None)
+
+
+# isort's order, profile black (force_sort_within_sections false): `from __future__` first, then every
+# `import x` by module (`import x` before `import x as y`), then every `from x import y` by module; names
+# compare without case, numbers by value (isort's natural sort: xla2 before xla10)
+_DIGITS = re.compile(r"(\d+)")
+_Key = Tuple[int, Tuple, Tuple]
+
+
+def _natural(text: str) -> Tuple:
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(text.lower()))
+
+
+def _straight_key(module: str, alias: Optional[str]) -> _Key:
+    return 1, _natural(module), (1,) + _natural(alias) if alias else ()
+
+
+def _planned_key(line: str) -> _Key:
+    """Where an added ``import module`` or ``import module as alias`` line sorts."""
+    module, _, alias = line[len("import "):].partition(" as ")
+    return _straight_key(module, alias or None)
+
+
+def _statement_key(stmt: ast.stmt) -> Optional[_Key]:
+    """Where an import statement sorts; None for one isort would rewrite (``import a, b``)."""
+    if type(stmt) is ast.Import:
+        return _straight_key(stmt.names[0].name, stmt.names[0].asname) if len(stmt.names) == 1 else None
+    assert type(stmt) is ast.ImportFrom
+    if stmt.module == "__future__":
+        return 0, (), ()
+    dots = "." * stmt.level
+    return 2, _natural(f"{dots}_{stmt.module or ''}" if dots else stmt.module or ""), ()
 
 
 def _place_in_parent(stmt: ast.stmt, parent: Optional[ast.AST]) -> Optional[Tuple[int, int]]:

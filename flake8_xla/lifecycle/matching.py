@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from typing import Callable, ClassVar, Iterator, List, Optional, Tuple
 
 from .table import ApiRow, ApiTable, LifecycleUse, api_table, argument_hits
@@ -61,7 +62,8 @@ def _api_uses(ref: Reference, table: ApiTable, target: Version, reported: set) -
             continue
         node = argument_hits(row, call)
         if node is not None:
-            yield LifecycleUse(row, state, node, _named(ref, ref.qualname, "()"), ref=ref)
+            api, alias_of = _named(ref, ref.qualname, "()")
+            yield LifecycleUse(row, state, node, api, ref=ref, alias_of=alias_of)
 
 
 def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional[ast.Call],
@@ -81,16 +83,16 @@ def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional
     if row.kind == "module" and _within(ref.root_qualname, matched):
         return None  # the import that bound the root name is already reported
     call_parens = "()" if call is not None and matched == ref.qualname and row.kind != "module" else ""
-    return LifecycleUse(row, state, ref.node, _named(ref, matched, call_parens), ref=ref)
+    api, alias_of = _named(ref, matched, call_parens)
+    return LifecycleUse(row, state, ref.node, api, ref=ref, alias_of=alias_of)
 
 
-def _named(ref: Reference, qualname: str, suffix: str) -> str:
-    """The API as written; an alias whose name is not the API's own (``rank_of`` for
-    ``get_ordinal``) also names the real API, so the message says what was removed."""
+def _named(ref: Reference, qualname: str, suffix: str) -> Tuple[str, Optional[str]]:
+    """The API as written, and the real API when the name is an alias that is not the API's own
+    (``rank_of`` for ``get_ordinal``), so the help says what was removed."""
     written = ref.written_prefix(qualname)
-    if written.rsplit(".", 1)[-1] != qualname.rsplit(".", 1)[-1]:
-        return f"{written}{suffix} ({qualname})"
-    return written + suffix
+    alias_of = qualname if written.rsplit(".", 1)[-1] != qualname.rsplit(".", 1)[-1] else None
+    return written + suffix, alias_of
 
 
 def _within(name: str, module: str) -> bool:
@@ -142,7 +144,7 @@ class LifecycleRule(Rule):
         for use in ctx.get(LifecycleUses):
             if use.row.kind in self.kinds and use.state in self.states and self.reports(use):
                 builder = functools.partial(build_fix, use)  # a manual row's builder says why it has none
-                yield self.diagnostic(ctx, use.node, self.message(use), self.level_of(use)), builder
+                yield self.diagnostic(ctx, use.node, self.message(use), self.level_of(use), self.help(use)), builder
 
     def level_of(self, use: LifecycleUse) -> Level:
         """An error where the use fails on the target and the table names the exception it raises
@@ -156,6 +158,10 @@ class LifecycleRule(Rule):
 
     def message(self, use: LifecycleUse) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def help(self, use: LifecycleUse) -> Optional[str]:
+        """The detail behind the message (default: what an alias stands for and the rest of the advice)."""
+        return lifecycle_help(use)
 
     def covers(self, row: ApiRow) -> bool:
         """Whether this rule can report ``row`` on some release (for the generated docs)."""
@@ -179,13 +185,35 @@ _PLAN_PHRASES = {
 def planned_message(use: LifecycleUse) -> str:
     """XLA103/XLA903: the planned change (not done yet) and what to use instead."""
     phrase = _PLAN_PHRASES.get(use.row.plan or "removal", "is planned for removal")
+    return f"{use.api} {phrase}; {use.advice().first}"
+
+
+def planned_help(use: LifecycleUse) -> Optional[str]:
+    """XLA103/XLA903: whose plan it is and whether a use warns yet, then the rest of the advice."""
+    table = api_table()
     if use.row.warns_in:
-        warning = f"not deprecated; it {indirect_phrase(use.row)}"
+        warning = f"not deprecated, but it {indirect_phrase(use.row)}"
     elif use.row.deprecated_in:
         warning = f"it warns from torch_xla {use.row.deprecated_in}"
     else:
-        warning = f"no warning as of torch_xla {api_table().latest}"
-    return f"{use.api} {phrase} by the PyTorch/XLA usability plan ({warning}); {use.advice()}"
+        warning = f"no warning as of torch_xla {table.latest}"
+    issue = f" ({table.usability_plan})" if table.usability_plan else ""
+    return lifecycle_help(use, f"the PyTorch/XLA usability plan{issue} slates it; {warning}")
+
+
+def lifecycle_help(use: LifecycleUse, *facts: Optional[str]) -> Optional[str]:
+    """A lifecycle diagnostic's help: the API an alias stands for, the facts the rule's message
+    leaves out, then what the first line's advice does not say (caveats, the other replacement)."""
+    sentences = [f"{use.api.removesuffix('()')} is {use.alias_of}."] if use.alias_of else []
+    sentences += [_sentence(part) for part in (*facts, use.advice().rest) if part]
+    return " ".join(sentences) or None
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence; a leading name from code (``torch.save() ...``) keeps its case."""
+    if re.match(r"[a-z]+[\s:;,]", text):
+        text = text[0].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
 
 
 def indirect_phrase(row: ApiRow) -> str:

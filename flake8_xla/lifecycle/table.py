@@ -9,12 +9,14 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
 import flake8_xla.rules as rule_units  # the package only, where the table file lives
 
-from ..analysis.semantic import Reference
 from ..versions import Version, parse_version
+
+if TYPE_CHECKING:  # an annotation only: the table loads (for the target's release) without the analysis layer
+    from ..analysis.semantic import Reference
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
 # current: fine on the newest, fails before added_in; warns: not deprecated itself, but a use warns
@@ -44,7 +46,7 @@ class Fix(NamedTuple):
 class ArgumentChange(NamedTuple):
     """Which arguments of a call the row is about."""
 
-    label: str  # how messages name it, e.g. "the `defval` argument"
+    label: str  # how messages name it, e.g. "`defval`", "`nprocs` other than None or 1"
     keyword: Optional[str] = None  # a keyword that triggers the row
     position: Optional[int] = None  # a positional index at or beyond which an argument triggers it
     strings_only: bool = False  # the positional argument triggers only when it is a string literal
@@ -87,6 +89,8 @@ class ApiRow(NamedTuple):
     # one (warns_through, e.g. "xla_device()"), whose warning names that API, not this one
     warns_in: Optional[Version] = None
     warns_through: Optional[str] = None
+    # what a message's first line says in place of the replacement and a long ``instead`` (the help says them)
+    instead_brief: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -116,21 +120,40 @@ class ApiRow(NamedTuple):
         return self.replacement is not None and (
             target is None or self.replacement_since is None or target >= self.replacement_since)
 
-    def advice(self, target: Optional[Version] = None, spmd: bool = False) -> str:
-        """What to use instead; the companion is named where the target has no upstream
-        replacement (with no target: always, as the migration guide does) and where the fix writes it.
+    @property
+    def replacement_text(self) -> Optional[str]:
+        """'torch_xla.launch() (2.5+)': the upstream replacement and its first release."""
+        since = f" ({self.replacement_since}+)" if self.replacement_since else ""
+        return f"{self.replacement}{since}" if self.replacement else None
+
+    def advice(self, target: Optional[Version] = None, spmd: bool = False) -> "Advice":
+        """What to use instead, split for a diagnostic. The first line names the companion where the
+        target has no upstream replacement (with no target: always, as the migration guide does) or
+        where the fix writes it, else the replacement, else ``instead_brief`` or ``instead``; every
+        other part (a caveat, the upstream replacement, the companion) goes to the rest, the help.
         ``spmd``: the program enables SPMD, where some advice (the 'xla' process group) fails."""
         if self.instead_before and target is not None and self.added_in and target < self.added_in:
-            return self.instead_before
+            return Advice(self.instead_before)
         instead = self.instead_spmd if spmd and self.instead_spmd else self.instead
-        if self.replacement:
-            since = f" ({self.replacement_since}+)" if self.replacement_since else ""
-            text = f"use {self.replacement}{since}"
-            text = f"{text}; {instead}" if instead else text
-        else:
-            text = instead or "no replacement"
+        replacement = self.replacement_text
         upstream = target is not None and self.upstream_on(target) and self.fix.to != "companion"
-        return f"{text}; companion: {self.companion}()" if self.companion and not upstream else text
+        companion = f"{self.companion}()" if self.companion and not upstream else None
+        if companion and self.kind != "argument":  # the companion stands in for the API itself
+            rest = [f"upstream replacement: {replacement}" if replacement else None, instead]
+            return Advice(f"use {companion}", _joined(rest))
+        use = f"use {replacement}" if replacement else None
+        first = self.instead_brief or use or instead or "no replacement"
+        rest = [part for part in (use, instead) if part and part not in first]
+        return Advice(first, _joined(rest + [f"companion: {companion}" if companion else None]))
+
+
+class Advice(NamedTuple):
+    first: str  # the clause a message's first line ends with
+    rest: Optional[str] = None  # what the help adds: caveats, the other replacement
+
+
+def _joined(parts: List[Optional[str]]) -> Optional[str]:
+    return "; ".join(p for p in parts if p) or None
 
 
 class LifecycleUse(NamedTuple):
@@ -142,10 +165,11 @@ class LifecycleUse(NamedTuple):
     api: str  # the API as the user wrote it, e.g. "xm.xrt_world_size()"
     value: Optional[str] = None  # the value an environment variable is set to
     ref: Optional[Reference] = None  # the reference that matched (API and argument rows)
+    alias_of: Optional[str] = None  # the API's qualified name when ``api`` is an alias of another name
     target: Optional[Version] = None  # the release the use was judged against
     spmd: bool = False  # the file enables SPMD (torch_xla.runtime.use_spmd())
 
-    def advice(self) -> str:
+    def advice(self) -> Advice:
         return self.row.advice(self.target, self.spmd)
 
 
@@ -156,6 +180,7 @@ class ApiTable(NamedTuple):
     arguments: Dict[str, Tuple[ApiRow, ...]]  # argument rows by the callee's qualified name
     env_vars: Tuple[ApiRow, ...]
     leaf_names: frozenset  # last segments of APIs and replacements, for hasattr() compat checks
+    usability_plan: Optional[str] = None  # the issue of the PyTorch/XLA usability plan (planned rows)
 
     def lookup(self, qualname: str) -> Optional[Tuple[ApiRow, str]]:
         """The most specific row covering ``qualname`` (itself or a prefix), with the matched name."""
@@ -222,6 +247,7 @@ def _row(raw: dict) -> ApiRow:
         instead_spmd=raw.get("instead_spmd"),
         warns_in=_version(raw.get("warns_in")),
         warns_through=raw.get("warns_through"),
+        instead_brief=raw.get("instead_brief"),
     )
 
 
@@ -249,6 +275,7 @@ def build_table(data: dict) -> ApiTable:
         arguments={k: tuple(v) for k, v in arguments.items()},
         env_vars=tuple(r for r in rows if r.kind == "env_var"),
         leaf_names=frozenset(leaves),
+        usability_plan=data.get("usability_plan"),
     )
 
 

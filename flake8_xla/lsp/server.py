@@ -229,7 +229,7 @@ class XlaLanguageServer(LanguageServer):
         client_range = lsp.Range(lsp.Position(number, to_client(text, column, self.encoding)),
                                  lsp.Position(number, to_client(text, end, self.encoding)))
         message = f"{d.message} ({rule.name})" if rule is not None else d.message
-        level = "error" if d.code == INTERNAL_ERROR else level_of(d)
+        level = level_of(d)
         # the help under the message, where editors list related information (VS Code: an indented line)
         related = [lsp.DiagnosticRelatedInformation(lsp.Location(item.uri, client_range), d.help)] if d.help else None
         diagnostic = lsp.Diagnostic(
@@ -345,7 +345,7 @@ class XlaLanguageServer(LanguageServer):
                 if not (shown.start <= end and start <= shown.end):
                     continue
                 code = shown.reported.finding.diagnostic.code
-                if code in ERROR_CODES or code == INTERNAL_ERROR:
+                if code in ERROR_CODES:  # unreadable, unparsable, or our internal error (XLA000): nothing to fix
                     continue
                 fix = linter.quick_fix(buffer, shown.reported)
                 if fix is not None:

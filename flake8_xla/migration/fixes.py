@@ -119,8 +119,13 @@ def _literal(node: ast.Constant, to: str, site: FixSite) -> Optional[Edit]:
     quote = written[-1]
     if written[0] != quote:
         return None
-    index = node.value[len("xla"):] if node.value.startswith("xla:") else ""
-    return Edit(site.lines.start(node), site.lines.end(node), f"{quote}{to}{index}{quote}")
+    return Edit(site.lines.start(node), site.lines.end(node), f"{quote}{new_value(node.value, to)}{quote}")
+
+
+def new_value(value: str, to: str) -> str:
+    """What a fix of kind value writes for the string ``value``: ``to``, keeping a device index ("xla:0" ->
+    "tpu:0")."""
+    return to + (value[len("xla"):] if value.startswith("xla:") else "")
 
 
 def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:

@@ -45,6 +45,12 @@ class MigrationUse(NamedTuple):
             return "it is used as a value, not called here: rewrite the calls it stands for"
         return self.row.other_arguments
 
+    @property
+    def refused_arguments(self) -> bool:
+        """A call of a mechanical row with arguments its fix does not take (``xm.mark_step(wait=True)``)."""
+        return self.row is not None and self.row.mechanical and not self.mechanical and not self.reason and \
+            self.ref is not None and self.ref.call is not None
+
 
 class MigrationUses(tuple):
     """Every use of a migration table row in one file, in source order."""

@@ -1,7 +1,7 @@
 """``flake8-xla migrate-report``: the XLA5xx findings of a tree summed up per file and per API, as text,
 JSON or Markdown (a pull request's description), with what ``fix --migrate-to torchtpu`` leaves in each
-file. The findings come from the ordinary check run; each message starts with the API as written and
-ON_TORCHTPU, and a rewrite that needs a human says so (tests/test_migration.py holds the rules to it)."""
+file. The findings come from the ordinary check run; each XLA5xx diagnostic carries its use as
+:class:`~flake8_xla.migration.facts.MigrationFacts` (``Diagnostic.data``): the report reads no message."""
 from __future__ import annotations
 
 import difflib
@@ -10,13 +10,10 @@ from collections import Counter, OrderedDict
 from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..fixing.lines import split_lines
+from ..rule import Diagnostic
+from .facts import CHECK, MANUAL, MECHANICAL, MigrationFacts
 
-ON_TORCHTPU = " on TorchTPU: "
 ENV_PREFIX = "environment variable "
-ENV_SUFFIX = " has no effect on TorchTPU: "
-MECHANICAL, MANUAL, CHECK = "mechanical", "needs a human", "availability check"
-_HUMAN = "; needs a human"
-_CHECKS = frozenset({"XLA504"})  # availability checks: counted apart, whatever their rewrite
 # uses of the names a torch_xla import binds: while one remains, so does the import. XLA503 is an environment
 # variable, XLA504 a library's test or a probe, XLA511-513 TorchTPU's own code.
 _TORCH_XLA_CODES = frozenset({"XLA501", "XLA502"})
@@ -41,18 +38,11 @@ class Use(NamedTuple):
         return self.api.startswith("import of ") or self.code in _TORCH_XLA_CODES and " of " not in self.api
 
 
-def parse(code: str, message: str, line: int, fixable: bool, cell: Optional[int] = None) -> Use:
-    """One XLA5xx diagnostic as a use: a human's rewrite says "; needs a human" (every XLA5xx message
-    does when it is one); an unexpected message is kept whole as its own API."""
-    if message.startswith(ENV_PREFIX) and ENV_SUFFIX in message:
-        name, advice = message[len(ENV_PREFIX):].split(ENV_SUFFIX, 1)
-        api = ENV_PREFIX + name
-    elif ON_TORCHTPU in message:
-        api, advice = message.split(ON_TORCHTPU, 1)
-    else:
-        api, advice = message, ""
-    rewrite = CHECK if code in _CHECKS else MANUAL if _HUMAN in advice else MECHANICAL
-    return Use(code, api, rewrite, advice, line, fixable, cell=cell)
+def use_of(d: Diagnostic, fixable: bool, cell: Optional[int] = None) -> Use:
+    """One XLA5xx diagnostic as a use, from the facts it carries; one without them (no XLA5xx rule makes
+    such a diagnostic) is kept whole as its own API, for a human."""
+    facts = d.data if isinstance(d.data, MigrationFacts) else MigrationFacts(d.message, MANUAL, d.help or "")
+    return Use(d.code, facts.api, facts.rewrite, facts.advice, d.line, fixable, cell=cell)
 
 
 class FileReport(NamedTuple):
@@ -96,7 +86,7 @@ def build(findings: Iterable, files_linted: int, after: Optional[Mapping[str, Se
     for f in findings:
         d = f.diagnostic
         if d.code.startswith("XLA5"):
-            by_path.setdefault(f.path, []).append(parse(d.code, d.message, d.line, f.fixable, f.cell))
+            by_path.setdefault(f.path, []).append(use_of(d, f.fixable, f.cell))
     reports = []
     for path, uses in by_path.items():
         if after is None or path not in after:
@@ -105,7 +95,7 @@ def build(findings: Iterable, files_linted: int, after: Optional[Mapping[str, Se
             known = Counter((u.code, u.api, u.advice) for u in uses)
             remaining = []
             for f in after[path]:
-                use = parse(f.diagnostic.code, f.diagnostic.message, f.diagnostic.line, False, f.cell)
+                use = use_of(f.diagnostic, False, f.cell)
                 key = (use.code, use.api, use.advice)
                 new = not known[key]
                 known[key] -= 0 if new else 1

@@ -16,6 +16,8 @@ KINDS = ("call", "argument", "import", "device_string", "availability")  # devic
 # availability: the test TorchTPU answers where code tested for torch_xla (XLA504)
 REWRITES = ("mechanical", "manual")
 FIX_KINDS = ("delete", "replace", "rename", "value", "master_print", "delete_import", "unwrap_with")
+# fixes the message words without a short: a deletion, and the new value of a string argument
+_SAYS_ITSELF = ("delete", "delete_import", "unwrap_with", "value")
 STAGES = ("stable", "experimental", "deprecated")
 TABLE_FILE = "torchtpu_migration.yaml"
 
@@ -46,10 +48,15 @@ class MigrationRow(NamedTuple):
     tpu_names: Tuple[Tuple[str, str], ...] = ()  # (torch.tpu name, its stage in the wheel)
     torch_names: Tuple[str, ...] = ()
     other_arguments: str = ""  # why a call with arguments the fix does not accept needs a human
+    short: str = ""  # the replacement in a few words, as the message names it: "<api> -> <short> on TorchTPU"
+    short_for: Tuple[Tuple[str, str], ...] = ()  # (name, its short) where the row's names become different things
 
     @property
     def mechanical(self) -> bool:
         return self.rewrite == "mechanical"
+
+    def short_of(self, qualname: str) -> str:
+        return next((short for name, short in self.short_for if name == qualname), self.short)
 
 
 class EnvRow(NamedTuple):
@@ -59,6 +66,7 @@ class EnvRow(NamedTuple):
     evidence: str
     read_instead: Optional[str] = None
     values: Tuple[str, ...] = ()  # a mechanical row: the values whose setting can simply go
+    short: str = ""  # what to do, as the message says it after "has no effect on TorchTPU; "
 
     @property
     def mechanical(self) -> bool:
@@ -125,6 +133,12 @@ def _row(data: dict) -> MigrationRow:
     argument = data.get("argument")
     if (argument is None) != (data["kind"] != "argument"):
         raise TableError(f"{row_id}: argument rows, and only they, have an argument")
+    short_for = data.get("short_for") or {}
+    if set(short_for) - set(data.get("names") or ()):
+        raise TableError(f"{row_id}: short_for names only the row's names")
+    if data["rewrite"] == "mechanical" and not data.get("short") and data["kind"] != "availability" and \
+            (fix is None or fix.kind not in _SAYS_ITSELF):
+        raise TableError(f"{row_id}: a mechanical row names its replacement in a few words (short)")
     stages = data.get("tpu_names") or {}
     if any(stage not in STAGES for stage in stages.values()):
         raise TableError(f"{row_id}: a tpu_names stage is one of {STAGES}")
@@ -134,13 +148,14 @@ def _row(data: dict) -> MigrationRow:
         argument=None if argument is None else ArgumentValue(
             argument["keyword"], argument.get("position"), _tuple(argument["values"])),
         tpu_names=tuple(sorted(stages.items())), torch_names=_tuple(data.get("torch_names")),
-        other_arguments=data.get("other_arguments", ""))
+        other_arguments=data.get("other_arguments", ""), short=data.get("short", ""),
+        short_for=tuple(sorted(short_for.items())))
 
 
 def build_table(data: dict) -> MigrationTable:
     rows = tuple(_row(r) for r in data["rows"])
     env_rows = tuple(EnvRow(_tuple(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"),
-                            _tuple(e.get("values")))
+                            _tuple(e.get("values")), e.get("short", ""))
                      for e in data.get("env_vars", ()))
     by_name: Dict[str, MigrationRow] = {}
     for row in rows:

@@ -108,5 +108,13 @@ class SarifFormatter(_DocumentFormatter):
 
     render = staticmethod(render_sarif)
 
+    def handle(self, error: Violation) -> None:
+        # the line its fingerprint hashes, read as flake8 reads it for `# noqa` (flake8's own
+        # physical_line is the whole statement for one that spans lines)
+        import linecache
+
+        line = linecache.getline(error.filename, error.line_number)
+        self.findings.append(finding_from_violation(error)._replace(source_line=line or None))
+
 
 __all__ = ["JsonFormatter", "SarifFormatter", "finding_from_violation"]

@@ -8,13 +8,15 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..engine import all_rules
-from ..fixing import Fix, FixSite, fix_to_fixpoint
 from ..fixing.lines import LineModel, split_lines
 from ..rule import Diagnostic, Level
+
+if TYPE_CHECKING:  # annotations: the text report of cached findings loads neither the fix engine nor a rule
+    from ..fixing import Fix, FixSite
 
 HOME_URL = "https://github.com/flake8-xla/flake8-xla"
 DOCS_URL = HOME_URL + "/blob/main/docs/rules/{code}.md"
@@ -69,6 +71,8 @@ def docs_url(code: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _rule_levels() -> Dict[str, Level]:
+    from ..engine import all_rules
+
     return {rule.code: rule.level for rule in all_rules()}
 
 
@@ -77,13 +81,14 @@ def _code_url(code: str) -> Optional[str]:
     return docs_url(code) if code in _rule_levels() else None
 
 
-# Codes that say the file could not be read or parsed at all, so no other diagnostic could be
-# checked: errors, whatever else is reported.
-ERROR_CODES: FrozenSet[str] = frozenset({"E901", "E902", "E999"})
+# Codes that say the file could not be read, parsed or checked at all (XLA000: a bug of ours stopped
+# its checks), so no other diagnostic could be checked: errors, whatever else is reported.
+ERROR_CODES: FrozenSet[str] = frozenset({"E901", "E902", "E999", "XLA000"})
 
 
 def level_of(d: Diagnostic) -> Level:
-    """The diagnostic's own level, else its rule's; another plugin's code (and XLA000) is a warning."""
+    """The diagnostic's own level, else its rule's; another plugin's code is a warning. Every front-end
+    (text, JSON, SARIF, GitHub, the editor) reports this one level."""
     if d.level is not None:
         return d.level
     return "error" if d.code in ERROR_CODES else _rule_levels().get(d.code, "warning")
@@ -96,6 +101,8 @@ def suggested_fix(source: str, site: FixSite, code: str, fix: Fix) -> Optional[S
     """``fix`` applied alone, by the loop `flake8-xla fix` runs (with the imports it adds and those it
     leaves unused), as replacements of ``source``; None when it would not parse. Costs two parses
     of the file: asked for only by the formats that show fixes."""
+    from ..fixing import fix_to_fixpoint
+
     outcome = fix_to_fixpoint(source, lambda current, tree: (site, [(code, fix)] if current == source else []))
     if not outcome.fixed:
         return None
@@ -278,7 +285,27 @@ def _sarif_fix(fix: SuggestedFix, artifact: dict) -> dict:
                                                                     "replacements": changes}]}
 
 
-def _sarif_result(finding: Finding, rule_index: int) -> dict:
+# partialFingerprints key: "<16 hex digits>:<n>", the sha256 of the rule id, the artifact URI and the
+# finding's source line with its indentation and line ending stripped, then the n-th (1-based) finding
+# of that rule on an identical line of that file. Line numbers are not in it: code scanning follows a
+# finding across commits that move its line (as GitHub's own primaryLocationLineHash does).
+FINGERPRINT_KEY = "flake8XlaFindingHash/v1"
+
+
+def _fingerprints(findings: Sequence[Finding]) -> List[str]:
+    import hashlib  # SARIF only
+
+    seen: Counter = Counter()
+    out = []
+    for f in findings:
+        line = (f.source_line or "").strip()
+        key = "\0".join((f.diagnostic.code, _artifact_location(f.path)["uri"], line))
+        seen[key] += 1
+        out.append(f"{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}:{seen[key]}")
+    return out
+
+
+def _sarif_result(finding: Finding, rule_index: int, fingerprint: str) -> dict:
     d = finding.diagnostic
     location: dict = {"artifactLocation": _artifact_location(finding.path)}
     properties: dict = {"fixable": finding.fixable}
@@ -297,6 +324,7 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
         "level": level_of(d),
         "message": {"text": d.message},
         "locations": [{"physicalLocation": location}],
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
         "properties": properties,
     }
     if finding.fix is not None and finding.fixable and finding.cell is None and finding.fix.replacements:
@@ -305,6 +333,8 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict:
 
 
 def render_sarif(findings: Sequence[Finding]) -> str:
+    from ..engine import all_rules
+
     rules = {rule.code: _sarif_rule(rule) for rule in all_rules()}
     for f in findings:
         code = f.diagnostic.code
@@ -325,7 +355,8 @@ def render_sarif(findings: Sequence[Finding]) -> str:
                         "rules": ordered,
                     }
                 },
-                "results": [_sarif_result(f, index[f.diagnostic.code]) for f in findings],
+                "results": [_sarif_result(f, index[f.diagnostic.code], fingerprint)
+                            for f, fingerprint in zip(findings, _fingerprints(findings))],
                 # required with results (3.14.27): columns count characters, as flake8's do
                 "columnKind": "unicodeCodePoints",
                 "newlineSequences": SARIF_NEWLINES,
@@ -377,6 +408,7 @@ RENDERERS: Dict[str, Callable[[Sequence[Finding]], str]] = {
 # the formats that render_text draws (they take color=)
 TEXT_FORMATS: FrozenSet[str] = frozenset({"text", "concise", "full"})
 
-__all__ = ["DOCS_URL", "ERROR_CODES", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS", "Replacement",
-           "SuggestedFix", "TEXT_FORMATS", "docs_url", "level_of", "render_concise", "render_full", "render_github",
-           "render_json", "render_sarif", "render_text", "replacements", "suggested_fix", "__version__"]
+__all__ = ["DOCS_URL", "ERROR_CODES", "FINGERPRINT_KEY", "FIXABLE_MARKER", "Finding", "HOME_URL", "RENDERERS",
+           "Replacement", "SuggestedFix", "TEXT_FORMATS", "docs_url", "level_of", "render_concise", "render_full",
+           "render_github", "render_json", "render_sarif", "render_text", "replacements", "suggested_fix",
+           "__version__"]
