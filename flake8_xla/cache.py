@@ -119,13 +119,17 @@ def fingerprint() -> str:
     a run over cached files, so the hash is kept in the user's cache under a stamp of the files' names,
     sizes, inodes and modification and change times: a file rewritten in any way (an upgrade, an edit,
     a checkout) gets a new change time, hence a new stamp and a new hash."""
-    roots = _package_roots()
-    stamp = _stamp(roots, __version__)
+    return remembered_fingerprint(_package_roots(), __version__)
+
+
+def remembered_fingerprint(roots: List[str], version: str) -> str:
+    """:func:`fingerprint_of`, read from the user's cache when the files' stamp is the one it was made for."""
+    stamp = _stamp(roots, version)
     memo = os.path.join(stash.user_stash_dir(), f"fingerprint-{stamp}")
     known = stash.read(memo)
     if known is not None and _FINGERPRINT_RE.fullmatch(known):
         return known.decode("ascii")
-    value = fingerprint_of(roots, __version__)
+    value = fingerprint_of(roots, version)
     # one memo per install (named by its location): a new stamp replaces the install's older ones
     stash.write(memo, value.encode("ascii"), stale_prefix=f"fingerprint-{stamp[:_PLACE * 2]}")
     return value
@@ -136,6 +140,9 @@ _FINGERPRINT_RE = re.compile(rb"[0-9a-f]{24}")
 
 
 def _stamp(roots: List[str], version: str) -> str:
+    # (on Windows the change time is the creation time: there, a rewrite that kept a file's size and
+    # modification time to the nanosecond would go unseen; every ordinary write sets the latter)
+    roots = [os.fspath(root) for root in roots]
     place = stash.digest("\0".join([version, *roots]).encode("utf-8", "surrogateescape"), _PLACE)
     state = [f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}"
              for root in roots for path, st in _listing(root)]

@@ -12,6 +12,7 @@ import os
 import re
 from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple, Union
 
+from . import tomlcache
 from .lifecycle.table import api_table
 from .versions import EXPLICIT, Version, check_migration, check_target
 
@@ -231,12 +232,7 @@ def parse_sync_functions(value, where: str) -> FrozenSet[str]:
 
 def _read_toml(path: str) -> Optional[Dict[str, object]]:
     try:
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomlcache.load(path)  # tomllib.load, without importing tomllib on every run
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read the TOML: {exc}") from None
     tool = data.get("tool", {})

@@ -10,7 +10,7 @@ import pathlib
 import re
 import sys
 import urllib.parse
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .engine import all_rules, fix_source, lint_source
 from .output.formats import docs_url
@@ -68,7 +68,16 @@ def _fix_command(rule: Rule, example) -> str:
     return command if safe == example.fixed else f"{command} --unsafe-fixes"
 
 
+def _help_line(help: Optional[str]) -> str:
+    """A diagnostic's help as `--format full` prints it under the diagnostic."""
+    return f"\n  = help: {help}" if help else ""
+
+
 def _opt_in(rule: Rule) -> str:
+    if not rule.code.startswith("XLA9"):  # XLA001: the standalone CLI's own noqa bookkeeping
+        return ("**Off by default**, as ruff's RUF100. In the `flake8-xla` command, `--extend-select "
+                f"{rule.code}` (or `extend-select = [\"{rule.code}\"]` under `[tool.flake8-xla]`) turns it on. "
+                "flake8 owns its `# noqa` comments, so the flake8 plugin never reports it.")
     return ("**Off by default** (an opt-in heuristic). In flake8, `--enable-extensions=XLA9` (or "
             "`enable-extensions = XLA9` under `[flake8]`) turns on every XLA9xx rule. In the `flake8-xla` "
             f"command, `--extend-select {rule.code}` (or `extend-select = [\"{rule.code}\"]` under "
@@ -77,10 +86,11 @@ def _opt_in(rule: Rule) -> str:
 
 def render_rule(rule: Rule) -> str:
     example, use_instead = rule.invalid[0], rule.valid[0]
-    if rule.run_only:  # tests/runtime/test_trace_examples.py checks that the trace reports exactly this
-        reported = "\n".join(f"{line}:{col}: {rule.code} {message}" for line, col, message, *_ in example.expect)
+    if rule.run_only:  # tests/runtime/test_trace.py checks that the trace reports exactly this
+        reported = "\n".join(f"{line}:{col}: {rule.code} {message}" + _help_line(help[0] if help else None)
+                             for line, col, message, *help in example.expect)
     else:
-        reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}" + (f"\n  = help: {d.help}" if d.help else "")
+        reported = "\n".join(f"{d.line}:{d.col + 1}: {d.code} {d.message}" + _help_line(d.help)
                              for d in lint_source(example.source, target=example.target, migrate_to=rule.migration))
     # `flake8-xla check --include-docs` lints these pages; their blocks are alternatives, not one program
     parts = [f"# {rule.code}: {rule.name}", "<!-- flake8-xla: separate-blocks -->", rule.summary + "."]

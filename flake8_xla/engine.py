@@ -11,6 +11,7 @@ from .fixing.lines import LineModel, split_lines
 from .noqa import OUR_PREFIX, UNUSED_NOQA, filter_noqa, unused_codes
 from .lifecycle.table import api_table
 from .analysis.project import Project
+from .analysis.semantic import SemanticModel
 from .rule import Diagnostic, FileContext, Rule
 from .versions import Target, infer_target
 # the pre-filter and the guards live apart so a front-end can ask them without importing the engine
@@ -63,8 +64,13 @@ def lint_tree(lines: Sequence[str], tree: ast.AST, filename: str, target: Target
     ctx = FileContext(lines, tree, filename, target, api_table(), sync_functions, project)
     out: List[Diagnostic] = []
     with collector_paused():
-        for rule in runs_for(target, all_rules() if rules is None else rules):
-            out.extend(rule.check(ctx))
+        try:
+            for rule in runs_for(target, all_rules() if rules is None else rules):
+                out.extend(rule.check(ctx))
+        finally:
+            # the facts hold the context that holds them: without this cycle, reference counting frees
+            # the file's tree and facts now, instead of the collector tracing them all first (~8% of a run)
+            ctx.forget_facts()
     out.sort()
     return out
 
@@ -83,13 +89,16 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
     if not concerns_xla(source, assume_xla, target.migrate_to):
         return out, site
     with collector_paused():
-        for rule in runs_for(target, all_rules() if rules is None else rules):
-            for diagnostic, builder in rule.check_fixable(ctx):
-                fix = builder(site) if builder is not None else None
-                if not isinstance(fix, Fix):  # None or NoFix: a human's job; say why
-                    site.no_fix[diagnostic] = fix.reason if isinstance(fix, NoFix) else rule.no_fix_reason()
-                    fix = None
-                out.append((diagnostic, fix))
+        try:
+            for rule in runs_for(target, all_rules() if rules is None else rules):
+                for diagnostic, builder in rule.check_fixable(ctx):
+                    fix = builder(site) if builder is not None else None
+                    if not isinstance(fix, Fix):  # None or NoFix: a human's job; say why
+                        site.no_fix[diagnostic] = fix.reason if isinstance(fix, NoFix) else rule.no_fix_reason()
+                        fix = None
+                    out.append((diagnostic, fix))
+        finally:
+            ctx.forget_facts(keep=(SemanticModel,))  # what the site asks after (see lint_tree); it holds no context
     out.sort(key=lambda pair: pair[0])
     return out, site
 

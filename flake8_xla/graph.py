@@ -74,8 +74,7 @@ def where_in_full(kind: str) -> str:
     if caller is not None:
         return f"on every step of its caller ({caller})"
     if hook is not None:
-        batch = "training batch" if hook.phase == TRAINING else "batch"
-        return f"in {hook.name}, which {hook.framework} runs on every {batch}"
+        return f"in {hook.name}, which {hook.framework} runs on every {_batch(hook)}"
     return IN_FULL.get(kind, WHERE[kind])
 
 
@@ -83,19 +82,20 @@ def runs(kind: str) -> str:
     """The help's opening sentence on where a step region runs, for the kinds whose first-line phrase
     (:func:`where`) is short for it: "training_step runs on every training batch (Lightning). "; else ""."""
     hook = hook_of(kind)
-    caller = called_from(kind)
-    if caller is not None:
-        return f"It runs on every step of its caller ({caller}). "
     if hook is not None:
-        batch = "training batch" if hook.phase == TRAINING else "batch"
-        return f"{hook.name} runs on every {batch} ({hook.framework}). "
-    return f"It runs {IN_FULL[kind]}. " if kind in IN_FULL else ""
+        return f"{hook.name} runs on every {_batch(hook)} ({hook.framework}). "
+    full = where_in_full(kind)
+    return "" if full == where(kind) else f"It runs {full}. "
 
 
-def spelled(node: ast.AST, short: str, longest: int = _LONGEST) -> str:
+def _batch(hook) -> str:
+    return "training batch" if hook.phase == TRAINING else "batch"
+
+
+def spelled(node: ast.AST, short: str) -> str:
     """The source of ``node`` for a message, or ``short`` when it is too long to read there."""
     text = ast.unparse(node)
-    return text if len(text) <= longest and "\n" not in text else short
+    return text if len(text) <= _LONGEST and "\n" not in text else short
 
 
 def fit(node: ast.AST, short: str, room: int = BUDGET, before: str = "", after: str = "") -> str:
@@ -105,10 +105,10 @@ def fit(node: ast.AST, short: str, room: int = BUDGET, before: str = "", after: 
 
 
 def abridged(node: ast.AST, short: str, longest: int = _LONGEST) -> str:
-    """The source of ``node`` for a first line: whole when it fits ``longest``, else with parts written
-    ``...`` (the arguments of a call, an operand of a comparison or operator): the smallest part whose
-    elision makes it fit, else the largest and again (``accuracy(...).item()``, ``seq_len > ...``);
-    when nothing more can be elided, what is left if it is readable there (:func:`spelled`), else ``short``."""
+    """The source of ``node`` for a first line: whole when it fits ``longest``, else with parts shortened
+    (:func:`_parts`: ``accuracy(...).item()``, ``seq_len > ...``, ``softmax(logits)``): the smallest change
+    that makes it fit, else the largest and again; when nothing more can be shortened, what is left if
+    :func:`spelled` would show it, else ``short``."""
     def fits(text: str) -> bool:
         return len(text) <= longest and "\n" not in text
 

@@ -103,6 +103,13 @@ class FileContext:
             fact = self._facts[kind] = kind.from_context(self)  # type: ignore[attr-defined]
         return fact  # type: ignore[return-value]
 
+    def forget_facts(self, keep: Tuple[type, ...] = ()) -> None:
+        """Drop the facts built so far but those of the ``keep`` types (a later ``get`` builds them
+        again). Facts keep their context, so a context and its facts form a cycle that only the garbage
+        collector frees, after tracing every node of the file: a lint that is done with the context
+        drops them instead. A kept fact must not hold the context."""
+        self._facts = {kind: fact for kind, fact in self._facts.items() if kind in keep}
+
     def column(self, node: ast.AST) -> Tuple[int, int]:
         """(line, 0-based character column) of a node; ast columns count UTF-8 bytes."""
         return node.lineno, character_column(self.lines, node.lineno, node.col_offset)
@@ -132,8 +139,8 @@ class Rule:
     references: ClassVar[Tuple[str, ...]] = ()
     valid: ClassVar[Tuple[Example, ...]] = ()
     invalid: ClassVar[Tuple[Example, ...]] = ()
-    # Opt-in (XLA9xx heuristics): flake8 runs it only with --enable-extensions=XLA9, the CLI
-    # reports it only when a select prefix longer than "XLA" names it.
+    # Opt-in (XLA9xx heuristics, XLA001 unused-noqa): flake8 runs an XLA9xx only with
+    # --enable-extensions=XLA9, the CLI reports one only when a select prefix longer than "XLA" names it.
     off_by_default: ClassVar[bool] = False
     # A migration rule (XLA5xx, "torchtpu") runs only when the target says the code moves there
     # (``--migrate-to torchtpu``), and then the torch_xla rules (migration None) do not run.

@@ -14,6 +14,8 @@ import re
 import sys
 from typing import Callable, Iterable, NamedTuple, Optional, Sequence, Tuple
 
+from . import tomlcache
+
 
 class Version(NamedTuple):
     major: int
@@ -174,12 +176,7 @@ def _list(value) -> list:
 
 
 def _from_pyproject(path: str) -> Optional[Floor]:
-    try:
-        import tomllib  # type: ignore[import-not-found]
-    except ImportError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    data = tomlcache.load(path)  # tomllib.load, without importing tomllib on every run
     project = _table(data.get("project"))
     reqs = list(_list(project.get("dependencies")))
     for extra in _table(project.get("optional-dependencies")).values():

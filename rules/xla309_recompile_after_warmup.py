@@ -41,7 +41,7 @@ class RecompileAfterWarmup(Rule):
     invalid = (
         Example(HEADER + "for start in range(0, 100, 8):  # the last batch has 4 rows\n"
                 "    batch = dataset[start:start + 8]\n" + STEP,
-                expect=((11, 1, "a new graph compiled after warm-up on 1 of 12 steps: this call's input "
-                                "shapes changed, (8, 16) -> (4, 16)"),),
+                expect=((11, 1, "a new graph compiled after warm-up: this call's input shapes changed",
+                         "Input shapes (8, 16) -> (4, 16). 1 new graph, on 1 of 12 steps."),),
                 title="a short last batch"),
     )

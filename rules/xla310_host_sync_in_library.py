@@ -17,9 +17,9 @@ class HostSyncInLibrary(Rule):
         "Reported by the run-time trace (`python -m xla_compat.trace`), never by the linter: a call in your code "
         "into an installed library (Hugging Face `generate`, a Trainer's metric gathering, a torch utility with a "
         "check that reads a value) that read a device value or copied device data to the host while it ran. The "
-        "finding is on your line, and names the library's line that did it, and how often per step. What your "
-        "own lines read is XLA303 (a training step), XLA304 (a truth test) or XLA307 (an evaluation loop); an op "
-        "of a library that falls back to the CPU is XLA301."
+        "finding is on your line and names the library; its help names the library's line that did it and how "
+        "often per step. What your own lines read is XLA303 (a training step), XLA304 (a truth test) or XLA307 "
+        "(an evaluation loop); an op of a library that falls back to the CPU is XLA301."
     )
     why_bad = (
         "Each read waits for the device to run everything traced so far, then the step goes on with a new graph: "
@@ -38,7 +38,7 @@ class HostSyncInLibrary(Rule):
     invalid = (
         Example(PROGRAM.format(clip="    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, "
                                     "error_if_nonfinite=True)\n"),
-                expect=((12, 1, "a truth test on a tensor inside torch_xla/_patched_functions.py:51 read its "
-                                "value to the host on 5 of 5 steps, 2 per step"),),
+                expect=((12, 1, "a truth test on a tensor inside torch_xla read its value to the host on every step",
+                         "At torch_xla/_patched_functions.py:51, on 5 of 5 steps, 2 per step."),),
                 title="a check that reads the gradient norm on every step"),
     )

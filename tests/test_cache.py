@@ -258,3 +258,67 @@ def test_a_diagnostic_keeps_its_end_level_and_help_through_the_cache(tmp_path) -
     results.save()
     (served, safe, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
     assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why", None), True, None)
+
+
+# --- (e) the fingerprint is remembered between runs, never trusted stale -------------------------
+
+def _package(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.yml").write_text("id: r\n")
+    return [str(tmp_path / "pkg")]
+
+
+def _memos(xdg) -> list:
+    folder = xdg / "flake8-xla" / "startup"
+    return sorted(p for p in os.listdir(folder) if p.startswith("fingerprint-")) if folder.is_dir() else []
+
+
+def test_the_remembered_fingerprint_is_the_hash_and_is_read_back(tmp_path, xdg, monkeypatch) -> None:
+    roots = _package(tmp_path)
+    first = cache.remembered_fingerprint(roots, "1.0")
+    assert first == cache.fingerprint_of(roots, "1.0")
+    assert len(_memos(xdg)) == 1
+    monkeypatch.setattr(cache, "fingerprint_of", lambda *args: pytest.fail("the files were hashed again"))
+    assert cache.remembered_fingerprint(roots, "1.0") == first
+
+
+@pytest.mark.parametrize("change", ["edit", "same size and time", "new file", "removed file", "version"])
+def test_a_changed_install_is_hashed_again(tmp_path, xdg, change) -> None:
+    roots = _package(tmp_path)
+    before = cache.remembered_fingerprint(roots, "1.0")
+    target = tmp_path / "pkg" / "a.py"
+    version = "1.0"
+    if change == "edit":
+        target.write_text("x = 22\n")
+    elif change == "same size and time":  # a rewrite that keeps size and mtime: its change time moves
+        st = target.stat()
+        target.write_text("x = 2\n")
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif change == "new file":
+        (tmp_path / "pkg" / "sub" / "c.py").write_text("")
+    elif change == "removed file":
+        (tmp_path / "pkg" / "sub" / "b.yml").unlink()
+    else:
+        version = "1.1"
+    after = cache.remembered_fingerprint(roots, version)
+    assert after == cache.fingerprint_of(roots, version) != before
+    assert len(_memos(xdg)) == (2 if change == "version" else 1)  # the install's stale memo is replaced
+
+
+def test_a_damaged_memo_is_ignored_and_rewritten(tmp_path, xdg) -> None:
+    roots = _package(tmp_path)
+    right = cache.remembered_fingerprint(roots, "1.0")
+    memo = xdg / "flake8-xla" / "startup" / _memos(xdg)[0]
+    data = bytearray(memo.read_bytes())
+    data[-1] ^= 1  # one flipped bit of the stored hash: still 24 hex digits, but the checksum fails
+    memo.write_bytes(bytes(data))
+    assert cache.remembered_fingerprint(roots, "1.0") == right
+    assert cache.remembered_fingerprint(roots, "1.0") == right and memo.read_bytes() != bytes(data)
+
+
+def test_an_unwritable_user_cache_still_gives_the_fingerprint(tmp_path, monkeypatch) -> None:
+    (tmp_path / "ro").write_text("a file where the cache directory would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
+    roots = _package(tmp_path)
+    assert cache.remembered_fingerprint(roots, "1.0") == cache.fingerprint_of(roots, "1.0")

@@ -297,7 +297,7 @@ def test_module_entry_point(project) -> None:
 
 
 def test_result_cache_skips_unchanged_files_and_follows_changes(project, capsys, monkeypatch) -> None:
-    from flake8_xla.cli import running
+    from flake8_xla import engine  # the CLI asks the engine to lint only for files not served from the cache
 
     (project / "a.py").write_text(MARK_STEP)
     first = run(capsys, "check", "a.py")
@@ -307,7 +307,7 @@ def test_result_cache_skips_unchanged_files_and_follows_changes(project, capsys,
     def no_linting(*args, **kwargs):
         raise AssertionError("an unchanged file was linted again")
 
-    monkeypatch.setattr(running, "lint_fixable", no_linting)
+    monkeypatch.setattr(engine, "lint_fixable", no_linting)
     assert run(capsys, "check", "a.py") == first  # served from the cache
     assert run(capsys, "check", "--select", "XLA101", "a.py")[:2] == (0, "")  # selection applies to cached results
     (project / "a.py").write_text(MARK_STEP + "# edited\n")
@@ -407,7 +407,7 @@ def test_bad_assume_torch_xla_is_a_config_error(model_project, capsys, name, con
 
 
 def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys, monkeypatch) -> None:
-    from flake8_xla.cli import running
+    from flake8_xla import engine
 
     (model_project / "a.py").write_text(MARK_STEP)
     assert run(capsys, "check", "a.py", "models")[:2] == (1, MARK_STEP_LINE)
@@ -419,7 +419,7 @@ def test_result_cache_follows_the_assume_torch_xla_setting(model_project, capsys
         raise AssertionError("an unchanged file was linted again")
 
     assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
-    monkeypatch.setattr(running, "lint_fixable", no_linting)
+    monkeypatch.setattr(engine, "lint_fixable", no_linting)
     assert run(capsys, "check", "--assume-torch-xla", "a.py", "models")[:2] == (1, MARK_STEP_LINE + MODEL_LINE)
     assert "XLA000 flake8-xla internal error, please report: AssertionError: an unchanged file was linted again" in \
         run(capsys, "check", "a.py")[1]  # the setting changed: linted again

@@ -44,7 +44,7 @@ def test_confirmed_ran_without_a_sync_and_run_only(tmp_path, monkeypatch, capsys
     lines = out.splitlines()
     assert [line.split(" ", 2)[:2] for line in lines] == [["train.py:6:1:", "XLA310"], ["train.py:9:11:", "XLA303"],
                                                           ["train.py:10:14:", "XLA303"]]
-    assert lines[0].endswith("7 steps, 1 per step [seen only by the trace]")
+    assert lines[0].endswith("7 steps, 1 per step [seen only by the trace]")  # a trace from before "help"
     assert lines[1].endswith(" [confirmed by the trace]")
     assert lines[2].endswith(" [the trace ran this line and saw no sync: likely a false alarm]")
     assert "Trace: 1 confirmed, 1 on lines that ran without a sync, 1 seen only by the trace." in err
@@ -89,3 +89,20 @@ def test_a_finding_at_a_call_is_confirmed_by_an_event_in_the_function_it_calls(t
     assert [line.rsplit("[", 1)[-1] for line in out.splitlines()] == [
         "confirmed by the trace]", "the trace ran this line and saw no sync: likely a false alarm]"]
     assert "Trace: 1 confirmed, 1 on lines that ran without a sync, 0 seen only by the trace." in err
+
+
+def test_a_run_only_finding_keeps_the_traces_help(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SOURCE)
+    write_trace(tmp_path, [
+        {"line": 6, "code": "XLA310", "message": ".item() inside lib read a device value to the host on every step",
+         "help": "At lib/m.py:3, on 7 of 7 steps, 1 per step.", "severity": "warning"},
+    ], [6, 7, 8, 9, 10])
+    code, out, err = run(capsys, "check", "--no-cache", "--select", "XLA310", "--format", "json", "--trace",
+                         "trace.json", "train.py")
+    assert [(r["line"], r["message"], r["help"]) for r in json.loads(out)] == [
+        (6, ".item() inside lib read a device value to the host on every step [seen only by the trace]",
+         "At lib/m.py:3, on 7 of 7 steps, 1 per step.")]
+    code, out, err = run(capsys, "check", "--no-cache", "--select", "XLA310", "--format", "full", "--trace",
+                         "trace.json", "train.py")
+    assert "  = help: At lib/m.py:3, on 7 of 7 steps, 1 per step.\n" in out

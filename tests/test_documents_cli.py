@@ -241,3 +241,23 @@ def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, mo
     assert [(f.diagnostic.code, f.diagnostic.message) for f in results["guide.md"].findings] == [
         ("XLA000", "flake8-xla internal error, please report: RuntimeError: boom")]
     assert [f.diagnostic.code for f in results["a.py"].findings] == ["XLA102"]  # the run went on
+
+
+def test_a_line_reference_in_the_help_follows_the_document(tmp_path: pathlib.Path) -> None:
+    """XLA306 names the launch's line in its help: a notebook's cells run in one kernel, so the line is
+    given as the notebook's; a guide's blocks are separate examples, so the finding is dropped there."""
+    (tmp_path / "guide.md").write_text("```python\nimport torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n"
+                                       "```\n\n```python\nimport torch_xla.distributed.xla_multiprocessing as xmp\n"
+                                       "xmp.spawn(_mp_fn)\n```\n", encoding="utf-8")
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [new_code_cell("import torch_xla.core.xla_model as xm\n"
+                              "import torch_xla.distributed.xla_multiprocessing as xmp\ndevice = xm.xla_device()"),
+                new_code_cell("def _mp_fn(index):\n    pass\n\nxmp.spawn(_mp_fn)")]
+    nbformat.write(nb, str(tmp_path / "tut.ipynb"))
+    records = json.loads(run("check", "--no-cache", "--isolated", "--target-version", "2.9", "--select", "XLA306",
+                             "--format", "json", "guide.md", "tut.ipynb", cwd=tmp_path).stdout)
+    assert [(r["filename"], r.get("cell"), r["line"], r["help"]) for r in records] == [
+        ("tut.ipynb", 1, 3, "It initializes the XLA runtime in the launching process before xmp.spawn(...) on cell 2, "
+                            "line 4: the launch then raises 'Runtime is already initialized. Do not use the XLA device "
+                            "before calling xmp.spawn.' Get the device inside the function you launch.")]

@@ -1,9 +1,11 @@
 """The graph rules (XLA301-XLA305) on what real training, evaluation and generation code does:
 each class of false alarm and of miss found on code nobody here wrote, in our own words, with the
 exact diagnostics (code, line, column, message) or exact silence."""
+import ast
 from typing import List, Tuple
 
 from flake8_xla.engine import lint_source
+from flake8_xla.graph import abridged
 
 HEADER = ("import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
           "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"
@@ -568,3 +570,18 @@ def test_files_whose_calls_cannot_match_a_pattern_are_never_parsed_for_it(monkey
     found = lint_source(SHAPES + "nz = torch.where(x > 0)\n")
     assert [(d.line, d.col, d.code) for d in found] == [(10, 5, "XLA301")]
     assert parsed[-1] == SHAPES + "nz = torch.where(x > 0)\n"
+
+
+def test_a_long_expression_is_abridged_to_fit_the_first_line() -> None:
+    """The arguments of a call, an operand, or a library function's module path give way first, the
+    smallest change that fits; what cannot shrink stays whole up to 48 characters, else the short form."""
+    def shown(text: str, longest: int) -> str:
+        return abridged(ast.parse(text, mode="eval").body, "SHORT", longest)
+
+    assert shown("accuracy(pred, targ.squeeze(dim=1)).item()", 30) == "accuracy(...).item()"
+    assert shown("seq_len > self.original_max_position_embeddings", 30) == "seq_len > ..."
+    assert shown("int(num_mask_token * (1 - s / t))", 30) == "int(num_mask_token * ...)"
+    assert shown("torch.sigmoid(y_pred).detach().cpu()", 30) == "sigmoid(y_pred).detach().cpu()"
+    assert shown("pred.eq(target.view_as(pred)).sum().item()", 30) == "pred.eq(...).sum().item()"
+    assert shown("loss.detach().item()", 16) == "loss.detach().item()"
+    assert shown("running_loss_reduced_detached_and_gathered_over_replicas.item()", 30) == "SHORT"

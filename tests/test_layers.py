@@ -16,6 +16,13 @@ LATE_FOR_SPEED = {
     ("cli/running.py", "..documents.reading"): "only notebooks, Markdown and rst files need the documents layer",
     ("cli/commands.py", "..lsp.server"): "only `server` needs the language server (and pygls, an optional extra)",
     ("cli/project.py", "..analysis.summaries"): "only a step that calls a helper of another module needs its summary",
+    ("cli/running.py", "..engine"): "the engine loads when a file is linted, not for a cached or skipped one",
+    ("cli/running.py", "..fixing"): "the fixpoint loop (and the semantic model) only when a fix is built",
+    ("cli/commands.py", "..engine"): "only `explain` and `rules` list the rules",
+    ("cli/commands.py", "..migration"): "only `migrate-report` renders the migration report",
+    ("output/formats.py", "..engine"): "only JSON, SARIF and GitHub output ask the rules for their levels",
+    ("output/formats.py", "..fixing"): "only SARIF's suggested fixes run the fixpoint loop",
+    ("fixing/__init__.py", "."): "a caller of fixing.lines alone does not load the fixpoint loop",
 }
 
 

@@ -1,8 +1,14 @@
 """What a run pays before it lints anything: no rule module is imported for files that fail the
 pre-filter or hit the result cache, and the rule index comes from the rule files' names."""
+import os
 import subprocess
 import sys
 
+import pytest
+import yaml
+
+import flake8_xla.rules as rule_units
+from flake8_xla import stash, tomlcache
 from flake8_xla.engine import all_rules, rule_index
 
 HEAVY = ("flake8_xla.analysis.tensors", "flake8_xla.analysis.flow", "flake8_xla.analysis.loops",
@@ -34,6 +40,23 @@ def test_a_cache_hit_imports_no_rule(tmp_path) -> None:
     assert run_probe(tmp_path, "check", "--isolated", "--xla-target-version", "2.9", "a.py") == "[] 1"
 
 
+def test_a_cache_hit_loads_neither_the_engine_nor_a_rule_nor_their_parsers(tmp_path) -> None:
+    """What a re-run over unchanged files (pre-commit, an editor's save) needs is the cached findings:
+    the engine, the rule modules, the analysis and fix layers, ast-grep and the YAML parser stay unloaded."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    probe = ("import sys\nfrom flake8_xla.cli import main\ncode = main(sys.argv[1:])\n"
+             "print(sorted(m for m in sys.modules if m in {heavy!r} or m.startswith('flake8_xla.rules.')), code)\n")
+    heavy = ("flake8_xla.engine", "flake8_xla.analysis.semantic", "flake8_xla.analysis.syntax",
+             "flake8_xla.fixing.fixpoint", "flake8_xla.fixing.edits", "flake8_xla.migration.report", "flake8_xla.patterns",
+             "flake8_xla.lifecycle.matching", "ast_grep_py", "yaml")
+    argv = ["check", "--isolated", "--xla-target-version", "2.9", "a.py"]
+    runs = [subprocess.run([sys.executable, "-c", probe.format(heavy=heavy), *argv], cwd=tmp_path, capture_output=True,
+                           text=True).stdout.splitlines()[-1] for _ in range(2)]
+    assert runs[0] != "[] 1" and runs[0].endswith(" 1")  # the first run linted: the engine was loaded
+    assert runs[1] == "[] 1"
+
+
 def test_python_files_never_load_the_documents_layer_or_the_yaml_parser(tmp_path) -> None:
     """Notebooks and Markdown need flake8_xla.documents; rule data comes from its marshal copy after
     the first run, so the second run of a torch_xla file imports no YAML parser."""
@@ -58,3 +81,133 @@ def test_checking_a_python_file_imports_none_of_the_slow_standard_modules(tmp_pa
     for _ in range(2):  # the first run also saves its result cache and the rule data's marshal copies
         result = subprocess.run([sys.executable, "-c", probe, *argv], cwd=tmp_path, capture_output=True, text=True)
         assert result.stdout.splitlines()[-1] == "[] 1"
+
+
+# --- rule data: parsed once, kept as a checked marshal copy, never trusted stale or damaged -------
+
+
+def _parsed(path) -> object:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(rule_units.__path__[0])
+                                        if n.endswith((".yaml", ".yml", ".json"))))
+def test_the_shipped_rule_data_read_is_the_parsed_yaml(name) -> None:
+    path = os.path.join(rule_units.__path__[0], name)
+    assert rule_units.read_data(path) == _parsed(path)  # from its copy, or parsed and copied now
+    assert rule_units.read_data(path) == _parsed(path)  # from the copy
+
+
+def _copies(folder) -> list:
+    return sorted(p for p in os.listdir(folder) if p.endswith(".marshal")) if os.path.isdir(folder) else []
+
+
+@pytest.fixture
+def data_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    (tmp_path / "rules").mkdir()
+    path = tmp_path / "rules" / "table.yaml"
+    path.write_text("latest_release: '2.9'\nrows:\n  - {id: a, names: [x.y], since: 2.5}\n")
+    return path
+
+
+def test_the_copy_is_read_without_the_yaml_parser(data_file, monkeypatch) -> None:
+    first = rule_units.read_data(str(data_file))
+    assert first == _parsed(data_file) and len(_copies(data_file.parent / "__pycache__")) == 1
+    monkeypatch.setattr(rule_units, "_parse_yaml", lambda text: pytest.fail("parsed again"))
+    assert rule_units.read_data(str(data_file)) == first
+
+
+def test_a_changed_data_file_is_parsed_again_and_its_old_copy_removed(data_file) -> None:
+    rule_units.read_data(str(data_file))
+    data_file.write_text(data_file.read_text().replace("2.5", "2.6"))  # the same size: a new hash all the same
+    assert rule_units.read_data(str(data_file)) == _parsed(data_file)
+    assert rule_units.read_data(str(data_file))["rows"][0]["since"] == 2.6
+    assert len(_copies(data_file.parent / "__pycache__")) == 1
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "empty", "other bytes"])
+def test_a_damaged_copy_is_ignored_and_rebuilt(data_file, damage) -> None:
+    rule_units.read_data(str(data_file))
+    copy = data_file.parent / "__pycache__" / _copies(data_file.parent / "__pycache__")[0]
+    data = bytearray(copy.read_bytes())
+    if damage == "flipped byte":
+        data[-3] ^= 0x01  # still valid marshal data, of another value: only the checksum tells
+    damaged = {"flipped byte": bytes(data), "truncated": bytes(data[:-5]), "empty": b"",
+               "other bytes": b"\x00" * len(data)}[damage]
+    copy.write_bytes(damaged)
+    assert rule_units.read_data(str(data_file)) == _parsed(data_file)
+    assert copy.read_bytes() != damaged and stash.read(str(copy)) is not None  # rewritten whole
+
+
+def test_a_read_only_install_keeps_its_copy_in_the_user_cache(data_file, tmp_path, monkeypatch) -> None:
+    (data_file.parent / "__pycache__").write_text("not a directory: nothing can be written here")
+    first = rule_units.read_data(str(data_file))
+    assert first == _parsed(data_file)
+    kept = tmp_path / "xdg" / "flake8-xla" / "startup"
+    assert len(_copies(kept)) == 1
+    monkeypatch.setattr(rule_units, "_parse_yaml", lambda text: pytest.fail("parsed again"))
+    assert rule_units.read_data(str(data_file)) == first
+
+
+# --- project TOML: read through a checked copy, so a cached run imports no TOML parser -------------
+
+
+@pytest.fixture
+def pyproject(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(tomlcache, "_LOADED", {})
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "p"\ndependencies = ["torch_xla>=2.6"]\n[tool.flake8-xla]\nselect = ["XLA1"]\n')
+    return path
+
+
+def _toml(path) -> dict:
+    import tomllib
+
+    with open(path, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def test_toml_read_is_tomllib_s_and_read_back_unparsed(pyproject, monkeypatch) -> None:
+    assert tomlcache.load(str(pyproject)) == _toml(pyproject)
+    monkeypatch.setattr(tomlcache, "_LOADED", {})  # another run
+    monkeypatch.setattr(tomlcache, "_parse", lambda raw: pytest.fail("parsed again"))
+    first = tomlcache.load(str(pyproject))
+    assert first == _toml(pyproject)
+    first["tool"].clear()  # a caller's tables are its own
+    assert tomlcache.load(str(pyproject)) == _toml(pyproject)
+
+
+def test_changed_or_damaged_toml_copies_are_not_used(pyproject, monkeypatch) -> None:
+    tomlcache.load(str(pyproject))
+    pyproject.write_text(pyproject.read_text().replace("2.6", "2.7"))
+    assert tomlcache.load(str(pyproject))["project"]["dependencies"] == ["torch_xla>=2.7"]
+    kept = pyproject.parent / "xdg" / "flake8-xla" / "startup"
+    [copy] = [p for p in kept.iterdir() if p.name.startswith("toml-")]  # the old text's copy is gone
+    copy.write_bytes(copy.read_bytes()[:-4] + b"\x00\x00\x00\x00")
+    monkeypatch.setattr(tomlcache, "_LOADED", {})
+    assert tomlcache.load(str(pyproject)) == _toml(pyproject)
+
+
+def test_toml_that_does_not_parse_raises_every_time(pyproject, monkeypatch) -> None:
+    import tomllib
+
+    pyproject.write_text("[project\n")
+    for _ in range(2):
+        monkeypatch.setattr(tomlcache, "_LOADED", {})
+        with pytest.raises(tomllib.TOMLDecodeError):
+            tomlcache.load(str(pyproject))
+
+
+def test_a_cached_run_in_a_project_with_a_pyproject_imports_no_toml_parser(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n[tool.flake8-xla]\nselect = ["XLA"]\n')
+    (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
+    probe = PROBE.replace("{heavy!r}", repr(("tomllib", "tomli")))
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    argv = ["check", "--xla-target-version", "2.9", "a.py"]
+    runs = [subprocess.run([sys.executable, "-c", probe, *argv], cwd=tmp_path, capture_output=True, text=True,
+                           env=env).stdout.splitlines()[-1] for _ in range(2)]
+    assert runs == ["['tomllib'] 1", "[] 1"]

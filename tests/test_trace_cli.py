@@ -40,3 +40,28 @@ def test_importing_the_trace_imports_no_torch():
                                                  "print('torch' in sys.modules, callable(xla_compat.trace))"],
                           capture_output=True, text=True)
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_the_text_report_shows_each_help_and_concise_and_annotations_the_first_line_only():
+    import json
+    from types import SimpleNamespace
+
+    from xla_compat.trace import render
+    from xla_compat.tracing.findings import TraceFinding
+
+    read = TraceFinding("XLA310", "train.py", 24, ".item() inside transformers read a device value to the host on "
+                        "every step", "warning", "read", 5, 5, 37, 185, "transformers/generation/utils.py:2345",
+                        "/abs/train.py", help="At transformers/generation/utils.py:2345, on 5 of 5 steps, 37 per step.")
+    trace = SimpleNamespace(findings=[read], stopped_early=False, steps_traced=7, warmup=2, boundaries=8)
+    assert render(trace, "text").splitlines() == [
+        "train.py:24:1: XLA310 .item() inside transformers read a device value to the host on every step",
+        "  = help: At transformers/generation/utils.py:2345, on 5 of 5 steps, 37 per step.",
+        "Traced 7 steps (2 warm-up; 8 step boundaries): 1 finding."]
+    assert render(trace, "concise").splitlines()[0] == (
+        "train.py:24:1: XLA310 .item() inside transformers read a device value to the host on every step")
+    assert len(render(trace, "concise").splitlines()) == 2
+    assert render(trace, "github") == ("::warning file=train.py,line=24,col=1,title=XLA310::XLA310 .item() inside "
+                                       "transformers read a device value to the host on every step\n")
+    result = json.loads(render(trace, "sarif"))["runs"][0]["results"][0]
+    assert result["properties"]["help"] == read.help
+    assert read.as_json()["help"] == read.help

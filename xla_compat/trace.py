@@ -1,6 +1,6 @@
 """Run a program and report every place its torch calls cut the XLA graph, as lint findings.
 
-    python -m xla_compat.trace [--steps N] [--warmup K] [--format text|json|sarif|github]
+    python -m xla_compat.trace [--steps N] [--warmup K] [--format text|concise|json|sarif|github]
                                [--output FILE] [--fail-on CODES] [--project-root DIR]
                                (SCRIPT | -m MODULE) [ARGS...]
 
@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from .tracing.session import Trace  # imports no torch until a trace starts
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "concise", "json", "sarif", "github")
 
 
 def _split(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="stop the program after N steps past warm-up (default: run it to the end)")
     parser.add_argument("--warmup", type=int, default=2, metavar="K",
                         help="steps whose graph compiles are expected (default: 2)")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="report format (default: text)")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="report format (default: text, each finding with its help line: how often, where; "
+                             "concise: one line each)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument("--fail-on", default="", metavar="CODES",
                         help="comma-separated code prefixes (XLA303,XLA309) whose warnings make the exit status 1")
@@ -134,15 +136,17 @@ def render(trace: Trace, fmt: str) -> str:
         import json
 
         return json.dumps(trace.document(), indent=2) + "\n"
-    from flake8_xla.output.formats import Finding, render_concise, render_github, render_sarif
+    from flake8_xla.output.formats import Finding, render_concise, render_github, render_sarif, render_text
     from flake8_xla.rule import Diagnostic
 
-    lint = [Finding(f.path, Diagnostic(f.line, 0, f.code, f.message, level=f.level)) for f in trace.findings]
+    lint = [Finding(f.path, Diagnostic(f.line, 0, f.code, f.message, level=f.level, help=f.help))
+            for f in trace.findings]
     if fmt == "sarif":
         return render_sarif(lint)
     if fmt == "github":
         return render_github(lint)
-    text = render_concise(lint)
+    # the help says how often and where (the library's line, the shapes): the text report shows it
+    text = render_concise(lint) if fmt == "concise" else render_text(lint, show_source=True)
     stopped = ", stopped there" if trace.stopped_early else ""
     summary = (f"Traced {trace.steps_traced} steps ({trace.warmup} warm-up{stopped}; {trace.boundaries} step "
                f"boundaries): {len(lint)} finding{'s' if len(lint) != 1 else ''}.\n")

@@ -175,12 +175,11 @@ class ProjectIndex(Project):
         callers: Set[str] = set()
         defined = _defined_names(path)
         # it imports the module, or one of the module's functions or classes, by name, and calls one
-        calling = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(defined)))) if defined else None
         # a test passes what it tests with, not what a run passes: tests count only for a test helper
         tests_count = is_test_file(path)
-        candidates = [caller for caller in self._importers_of(path).get(path, ()) if calling is not None
+        candidates = [caller for caller in self._importers_of(path).get(path, ()) if defined
                       if caller != path and (tests_count or not is_test_file(caller)) and
-                      _text_matches(caller, calling)]
+                      not defined.isdisjoint(_called_words(caller))]
         if len(candidates) > _MAX_CALLERS:
             candidates = []  # a library of the project that every file uses: its callers pass anything
         for caller in candidates:
@@ -303,6 +302,8 @@ class ProjectIndex(Project):
             return what(ctx)
         except TOO_DEEP:
             return None
+        finally:
+            ctx.forget_facts()  # freed now, not by the garbage collector (see FileContext.forget_facts)
 
 
 _SCAN_LIMIT = 5000
@@ -358,8 +359,14 @@ def _may_return_modules(path: str) -> bool:
                                        text) is not None
 
 
-def _text_matches(path: str, pattern: "re.Pattern[str]") -> bool:
-    return pattern.search(_read_text(path)) is not None
+# a word called in a file: ``name(`` / ``obj.name (`` (the whole word: what \bname\s*\( finds)
+_CALLED_WORD = re.compile(r"\b(\w+)\s*\(")
+
+
+def _called_words(path: str) -> frozenset:
+    """Every word a file calls, to ask whether it calls any of a module's names: one scan per file
+    instead of a pattern of all the names compiled per module (~0.7 ms each)."""
+    return frozenset(_CALLED_WORD.findall(_read_text(path)))
 
 
 def _defined_names(path: str) -> frozenset:

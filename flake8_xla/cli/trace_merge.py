@@ -91,7 +91,8 @@ def merge(findings: Sequence[Finding], evidence: TraceEvidence, checked: Sequenc
             if record.get("severity") != "warning" or _callers(record) & static_places \
                     or not selector.for_file(shown[path])(record["code"]):
                 continue
-            out.append(Finding(shown[path], Diagnostic(line, 0, record["code"], record["message"] + RUN_ONLY)))
+            out.append(Finding(shown[path], Diagnostic(line, 0, record["code"], record["message"] + RUN_ONLY,
+                                                       help=record.get("help"))))  # older traces have none
             run_only += 1
     out.sort(key=lambda f: (f.path, f.diagnostic.line, f.diagnostic.col, f.diagnostic.code))
     return out, MergeCounts(confirmed, ran_clean, run_only)

@@ -13,8 +13,8 @@ class Trace:
     """Records, while active, every place the traced thread's torch calls cut the XLA graph.
 
     ``with xla_compat.trace() as t: train(...)``, then ``t.findings``: a list of
-    :class:`~xla_compat.tracing.findings.TraceFinding` (code, path, line, message, level, and how
-    often). ``project_root`` decides which frames are the user's code (default: the directory of the
+    :class:`~xla_compat.tracing.findings.TraceFinding` (code, path, line, message, level, help, and
+    how often). ``project_root`` decides which frames are the user's code (default: the directory of the
     file that calls ``trace()``); ``warmup`` is the number of steps whose compiles are expected;
     ``steps``, when given, stops the program with :class:`~xla_compat.tracing.tracer.TraceStop`
     (a ``SystemExit``, which the ``with`` block absorbs) at the boundary that ends that many steps
