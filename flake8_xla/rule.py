@@ -1,7 +1,6 @@
 """What a rule is: metadata, documentation, examples (which are also its tests) and a check."""
 from __future__ import annotations
 
-import ast
 import re
 from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable, Literal, NamedTuple, Optional,
                     Sequence, Tuple, Type, TypeVar)
@@ -9,6 +8,8 @@ from typing import (TYPE_CHECKING, Callable, ClassVar, Dict, FrozenSet, Iterable
 from .versions import Target
 
 if TYPE_CHECKING:  # the table is data a context carries; rule.py sits below the lifecycle layer
+    import ast  # annotations only: a run over cached files (which needs Diagnostic) never loads the ast module
+
     from .lifecycle.table import ApiTable
 
 F = TypeVar("F")

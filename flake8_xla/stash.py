@@ -2,8 +2,8 @@
 parsed, the fingerprint of the installed code), so a missing, unreadable, damaged or stale one is
 ignored and rebuilt, never trusted. Each holds a checksum of its payload, checked on every read.
 
-They live beside the data when that directory is writable (``rules/__pycache__``, like .pyc
-files), else in the user's cache directory (``$XDG_CACHE_HOME/flake8-xla/startup``).
+They live in the user's cache directory (``$XDG_CACHE_HOME/flake8-xla/startup``); the rule data's
+copies first beside the data, in ``rules/__pycache__`` like .pyc files, when that can be written.
 """
 from __future__ import annotations
 

@@ -207,5 +207,8 @@ def test_the_documented_config_pins_a_commit_with_autoupdate(tmp_path, pre_commi
     result = pre_commit(tmp_path, "run", "--color=never", "--files", "a.py")
     assert result.returncode == 1, result.stdout + result.stderr
     assert status_line(result.stdout, "flake8-xla fix").endswith("Failed")
-    assert status_line(result.stdout, "flake8-xla").endswith("Passed")  # it reports what the fix left: nothing
+    assert MARK_STEP_LINE.replace(" [*]", "") in result.stdout.splitlines()  # what it fixed, with its message
     assert (tmp_path / "a.py").read_text() == FIXED
+    commit_all(tmp_path, "fixed")
+    again = pre_commit(tmp_path, "run", "--color=never", "--files", "a.py")
+    assert again.returncode == 0 and status_line(again.stdout, "flake8-xla fix").endswith("Passed"), again.stdout

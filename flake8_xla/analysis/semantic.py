@@ -193,6 +193,7 @@ class SemanticModel:
         self._functions: Dict[Tuple[int, str], List[Tuple[ast.AST, Scope]]] = {}
         # torch_xla modules that a function of another module of the project returns (its qualname -> them)
         self._returned_modules = returned_modules
+        self._return_statements: Dict[int, List[ast.Return]] = {}  # id(def) -> its own returns (_modules_given)
         self._walk(tree)
         self.references: List[Reference] = list(self._resolve())
 
@@ -985,8 +986,12 @@ def _modules_given(model: SemanticModel, value: Optional[ast.expr], scope: Scope
         return ()
     fn, inner = defs[0]
     found: Optional[Tuple[Optional[str], ...]] = None
-    for ret in (n for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
-                if type(n) is ast.Return):
+    returns = model._return_statements.get(id(fn))
+    if returns is None:  # found once per def: every `x = helper()` of the file asks
+        returns = model._return_statements[id(fn)] = [
+            n for n in walk(fn.body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+            if type(n) is ast.Return]
+    for ret in returns:
         if is_fallback_return(ret.value):
             continue  # ``except ImportError: return None, None``: says nothing of the modules
         elements = ret.value.elts if type(ret.value) is ast.Tuple else [ret.value]

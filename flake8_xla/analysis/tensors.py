@@ -141,6 +141,7 @@ class TensorFacts:
         # binding statements (and defs, for their parameters) by scope, bound on the first lookup there
         self._pending: Dict[int, List[ast.AST]] = {}
         self._evidence: Dict[int, set] = {}  # id(forward) -> its parameters used as tensors
+        self._returns_of: Dict[int, List[ast.Return]] = {}  # id(def) -> its own return statements
         self._collect()
 
     # -- public queries ---------------------------------------------------------------------------
@@ -767,8 +768,7 @@ class TensorFacts:
             # a helper of this file that builds the loader: ``loader = self._get_train_dataloader()``
             self._busy.add(id(fn))
             try:
-                nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-                values = [n.value for n in walk(fn.body, nested) if type(n) is ast.Return]
+                values = [n.value for n in self._return_statements(fn)]
                 return _same([self.loader(v) if v is not None else None for v in values]) if values else None
             finally:
                 self._busy.discard(id(fn))
@@ -938,6 +938,15 @@ class TensorFacts:
                 out.setdefault(fn.name, []).append(fn)
         return out
 
+    def _return_statements(self, fn: ast.AST) -> List[ast.Return]:
+        """The ``return`` statements of a def's own body (not of the defs, lambdas and classes in it), in
+        walk order: found once per def (a helper is asked about at every call of it)."""
+        found = self._returns_of.get(id(fn))
+        if found is None:
+            nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            found = self._returns_of[id(fn)] = [n for n in walk(fn.body, nested) if type(n) is ast.Return]
+        return found
+
     def _returns(self, name: str) -> Kind:
         """What a call of the file's one function of that name returns: the common kind of its
         ``return`` values (``def compute_loss(...): return F.cross_entropy(...)``)."""
@@ -949,9 +958,7 @@ class TensorFacts:
             return None  # recursion
         self._busy.add(key)
         try:
-            values = [node.value for node in walk(defs[0].body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                                                 ast.ClassDef))
-                      if type(node) is ast.Return]
+            values = [node.value for node in self._return_statements(defs[0])]
             return _same([self.kind(v) if v is not None else HOST for v in values]) if values else None
         finally:
             self._busy.discard(key)
@@ -1009,8 +1016,7 @@ class TensorFacts:
             return None
         self._busy.add(key)
         try:
-            nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-            values = [n.value for n in walk(fn.body, nested) if type(n) is ast.Return and
+            values = [n.value for n in self._return_statements(fn) if
                       id(n) not in self.off_xla.nodes and not is_fallback_return(n.value)]
             found = [self.is_xla_device(v) for v in values]
         finally:

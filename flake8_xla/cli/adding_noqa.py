@@ -8,7 +8,6 @@ would not suppress the diagnostic (or the file would no longer parse) is left al
 """
 from __future__ import annotations
 
-import ast
 import io
 import tokenize
 from typing import Dict, List, Sequence, Set, Tuple
@@ -73,6 +72,8 @@ def add_noqa(text: str, diagnostics: Sequence[Diagnostic]) -> Tuple[str, List[Di
     else:
         return text, []
     try:
+        import ast
+
         ast.parse(new_text)
     except (SyntaxError, ValueError):
         return text, []

@@ -9,7 +9,6 @@ is under it), and their ``src/`` folders. Nothing outside the project (installed
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 import time
@@ -291,6 +290,8 @@ class ProjectIndex(Project):
 
     def _analyse(self, path: str, what):
         """``what(ctx)`` of the file alone (no project: one module's facts never wait on another's)."""
+        import ast  # a run over cached files summarises none
+
         try:
             text = decode_source(read_file_bytes(path, self.max_file_size), False).text
             tree = ast.parse(text, path)

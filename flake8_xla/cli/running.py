@@ -1,12 +1,11 @@
 """Running the engine on one file (check, fix, add-noqa), and on many in worker processes."""
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import sys
 from collections import Counter
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..cache import Entry, ResultCache, content_key
 from ..config import Settings
@@ -27,6 +26,9 @@ from .output import display_name, emit
 from .project import may_hold_framework_hooks, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, unified_diff, write_preserving
+
+if TYPE_CHECKING:  # annotations; the module loads where a file is parsed
+    import ast
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
@@ -238,6 +240,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             return result
         assume_xla = True
     try:
+        import ast  # here: a file served from the cache or skipped is never parsed (no ast module loaded)
+
         tree = ast.parse(text, display)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
@@ -292,6 +296,8 @@ def _fix_file(job: Job, path: str, name: str, display: str, source: Source, tree
         result.fixed_findings = [Finding(display, d) for d, first in outcome.fixed_diagnostics if first]
     if not written:
         return source.text, tree  # not written (--diff, or the write failed): report against the file as it is
+    import ast
+
     return outcome.source, ast.parse(outcome.source)
 
 

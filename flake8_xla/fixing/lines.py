@@ -6,10 +6,12 @@ every ast position and flake8 column) treats as ordinary characters.
 """
 from __future__ import annotations
 
-import ast
 import bisect
 import re
-from typing import List
+from typing import TYPE_CHECKING, List
+
+if TYPE_CHECKING:  # annotations only: splitting lines (a cached run) does not load the ast module
+    import ast
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _ENDING = re.compile(r"(\r\n|\r|\n)\Z")

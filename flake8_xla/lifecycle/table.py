@@ -6,7 +6,6 @@ the lifecycle rules (XLA101-XLA106) only match uses against the table and word t
 """
 from __future__ import annotations
 
-import ast
 import functools
 import os
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
@@ -15,7 +14,9 @@ import flake8_xla.rules as rule_units  # the package only, where the table file 
 
 from ..versions import Version, parse_version
 
-if TYPE_CHECKING:  # an annotation only: the table loads (for the target's release) without the analysis layer
+if TYPE_CHECKING:  # annotations only: the table loads (for the target's release) without the analysis layer
+    import ast
+
     from ..analysis.semantic import Reference
 
 KINDS = ("function", "class", "decorator", "module", "argument", "env_var")
@@ -287,6 +288,8 @@ def api_table() -> ApiTable:
 
 def literal(node: ast.AST) -> object:
     """The value of a literal argument, or a sentinel when it is not a literal."""
+    import ast  # matching runs on parsed files; loading the table (a cached run) needs no ast module
+
     try:
         return ast.literal_eval(node)
     except Exception:
@@ -298,6 +301,8 @@ _NOT_LITERAL = object()
 
 def argument_hits(row: ApiRow, call: ast.Call) -> Optional[ast.AST]:
     """The argument node of ``call`` that the argument row ``row`` is about, if any."""
+    import ast
+
     change = row.argument
     assert change is not None
     if change.missing:
