@@ -143,8 +143,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help=f"the tree of the tree commands (default: {DEFAULT_TREE} when present)")
     ap.add_argument("--no-tree", action="store_true", help="time the one file only")
     ap.add_argument("--rounds", type=int, default=15, help="timed rounds after the warm-up round")
-    ap.add_argument("--rev", action="append", default=[], help="time this commit's sources instead of the installed package (repeatable)")
-    ap.add_argument("--worktree", action="store_true", help="time a frozen copy of the work tree's sources instead of the installed package")
+    ap.add_argument("--rev", action="append", default=[],
+                    help="time this commit's sources instead of the installed package (repeatable)")
+    ap.add_argument("--worktree", action="store_true",
+                    help="time a frozen copy of the work tree's sources instead of the installed package")
     ap.add_argument("--source", action="append", default=[], metavar="DIR",
                     help="time the flake8_xla/ and rules/ in DIR instead of the installed package (repeatable)")
     ap.add_argument("--keep-env", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if it is set")
@@ -155,7 +157,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     file = os.path.abspath(args.file) if args.file else (nearest_file(args.tree) if args.tree else None)
     if file is None:
         ap.error("name a FILE, or a --tree holding a .py file that names torch_xla")
-    cwd = args.tree if args.tree and os.path.abspath(file).startswith(os.path.abspath(args.tree) + os.sep) else os.path.dirname(file)
+    inside = args.tree and os.path.abspath(file).startswith(os.path.abspath(args.tree) + os.sep)
+    cwd = args.tree if inside else os.path.dirname(file)
     script = find_tool("flake8-xla")
     if script is None:
         ap.error("no flake8-xla console script next to this python or on PATH")
@@ -167,15 +170,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     versions: Dict[str, Dict[str, str]] = {} if args.rev or args.worktree or args.source else {"installed": env}
     for where in args.source:
         versions[os.path.basename(os.path.normpath(where))] = dict(env, PYTHONPATH=os.path.abspath(where))
+    temporary: List[str] = []  # removed at the end: exported sources, result caches
     for rev in args.rev:
         label, where = export_rev(rev)
+        temporary.append(where)
         versions[label] = dict(env, PYTHONPATH=where)
     if args.worktree:
-        versions["worktree"] = dict(env, PYTHONPATH=copy_worktree())
+        temporary.append(copy_worktree())
+        versions["worktree"] = dict(env, PYTHONPATH=temporary[-1])
 
     relative = os.path.relpath(file, cwd)
     # a result cache per version and command: a run deletes the results files of other builds
     caches = tempfile.mkdtemp(prefix="startup-caches-")
+    temporary.append(caches)
     commands: List[Tuple[str, List[str], Dict[str, str], str]] = [("pass", [sys.executable, "-c", "pass"], env, cwd)]
     for label, venv in versions.items():
         suffix = "" if len(versions) == 1 else f" [{label}]"
@@ -228,21 +235,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"{name}: {value:.2f}x")
     for label, profile in imports.items():
         top = sorted((m for m in profile["modules"] if m["depth"] == 0), key=lambda m: -m["cumulative_us"])[:6]
+        costliest = ", ".join(f"{m['module']} {m['cumulative_us'] / 1000:.1f}" for m in top)
         print(f"imports of `file warm` [{label}]: {profile['total_us'] / 1000:.1f} ms under -X importtime, "
-              f"flake8_xla's own {profile['flake8_xla_own_us'] / 1000:.1f} ms in {len(profile['flake8_xla_modules'])}"
-              " modules; costliest top-level: " + ", ".join(f"{m['module']} {m['cumulative_us'] / 1000:.1f}" for m in top))
+              f"flake8_xla's own {profile['flake8_xla_own_us'] / 1000:.1f} ms in "
+              f"{len(profile['flake8_xla_modules'])} modules; costliest top-level: {costliest}")
     if args.out:
         report = {
             "date": time.strftime("%Y-%m-%d %H:%M"), "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "python": platform.python_version(), "file": file, "tree": tree,
-            "rounds": args.rounds, "bytecode_written": not args.keep_env or "PYTHONDONTWRITEBYTECODE" not in os.environ,
-            "ruff": subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip() if ruff else None,
+            "rounds": args.rounds,
+            "bytecode_written": not args.keep_env or "PYTHONDONTWRITEBYTECODE" not in os.environ,
+            "ruff": ruff and subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip(),
             "versions": {label: venv.get("PYTHONPATH", "installed") for label, venv in versions.items()},
             "commands": {name: " ".join(cmd) for name, cmd, _, _ in commands},
             "results": results, "ratios": ratios, "imports": imports,
         }
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
+    for where in temporary:
+        shutil.rmtree(where, ignore_errors=True)
     return 0
 
 

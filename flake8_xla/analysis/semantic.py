@@ -169,7 +169,7 @@ class SemanticModel:
     @classmethod
     def from_context(cls, ctx) -> "SemanticModel":
         project = getattr(ctx, "project", None)
-        filename = ctx.filename  # not the context: a model kept after the lint must not hold it (FileContext.forget_facts)
+        filename = ctx.filename  # not ctx: a model kept after the lint must not hold it (FileContext.forget_facts)
         returned = (lambda qualname: project.returned_modules(filename, qualname)) if project is not None else \
             (lambda qualname: ())
         return cls(ctx.tree, ctx.table.leaf_names, ctx.table.by_name.__contains__, ctx.target.version, ctx.lines,
