@@ -18,6 +18,7 @@ LATE_FOR_SPEED = {
     ("cli/project.py", "..analysis.summaries"): "only a step that calls a helper of another module needs its summary",
     ("cli/running.py", "..engine"): "the engine loads when a file is linted, not for a cached or skipped one",
     ("cli/running.py", "..fixing"): "the fixpoint loop (and the semantic model) only when a fix is built",
+    ("cli/running.py", ".project"): "the project index only when a file is linted, not for a cached one",
     ("cli/commands.py", "..engine"): "only `explain` and `rules` list the rules",
     ("cli/commands.py", "..migration"): "only `migrate-report` renders the migration report",
     ("output/formats.py", "..engine"): "only JSON, SARIF and GitHub output ask the rules for their levels",

@@ -36,6 +36,24 @@ class ArgumentParser(argparse.ArgumentParser):
         print(f"flake8-xla: error: {message}", file=sys.stderr)
         sys.exit(2)
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse asks shutil for the width of every formatter it builds (one per option): importing
+        # shutil is ~2.5 ms of each start, so the width is found here the way shutil finds it
+        return self.formatter_class(prog=self.prog, width=_terminal_width() - 2)
+
+
+def _terminal_width() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+        if columns > 0:
+            return columns
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
 
 def _jobs(text: str) -> int:
     """-j N, or -j auto (flake8's spelling): one worker per CPU."""

@@ -14,7 +14,7 @@ from ..documents import is_document
 # run whose files fail the pre-filter or hit the result cache
 from ..prefilter import TOO_DEEP, collector_paused, concerns_xla, too_deep_message
 from ..output.formats import Finding, suggested_fix
-from ..lifecycle.table import api_table
+from ..lifecycle.table import api_table, latest_release
 from ..fixing.lines import split_lines
 from ..noqa import UNUSED_NOQA, file_is_exempt, filter_noqa, unknown_codes
 from ..rule import Diagnostic
@@ -23,7 +23,6 @@ from ..selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
 from .output import display_name, emit
-from .project import may_hold_framework_hooks, project_index, reset_project_index
 from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, unified_diff, write_preserving
 
@@ -88,7 +87,7 @@ def _logical_path(job: Job, path: str) -> str:
 
 def target_for(job: Job, path: str) -> Target:
     settings = job.settings
-    return infer_target(path if path != "-" else "stdin", settings.target_version, api_table().latest,
+    return infer_target(path if path != "-" else "stdin", settings.target_version, latest_release(),
                         settings.target_origin)._replace(migrate_to=settings.migrate_to)
 
 
@@ -114,6 +113,7 @@ def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_onl
     ``hooks_only``: the file is XLA code only through its framework hooks; ``entry_functions``: only
     through these functions, which the project's XLA code calls (see _run_file)."""
     from ..engine import lint_fixable
+    from .project import project_index
 
     project = project_index() if path != "-" else None
     if project is not None:
@@ -146,6 +146,7 @@ def _findings(job: Job, path: str, display: str, text: str, raw: Entry, whole: b
     if whole and wanted(UNUSED_NOQA):
         from ..engine import unused_noqa
         from ..fixing import FixSite
+        from .project import project_index
 
         project = project_index() if path != "-" else None
         if project is not None:
@@ -203,6 +204,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-":
             return result
+        from .project import may_hold_framework_hooks, project_index
+
         if may_hold_framework_hooks(text) and project_index().trains_on_xla(name):
             assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
         else:
@@ -225,6 +228,8 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             return result
     scanned: Dict[str, str] = {}
     if through_project:
+        from .project import project_index
+
         project = project_index()
         project.begin()
         if project.gives_xla_modules(name, text) or project.gives_xla_values(name, text):
@@ -507,7 +512,9 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> List[FileResult]:
 
 
 def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResult]) -> None:
-    reset_project_index()  # one view of the project per run (workers inherit it on fork, then fill their own)
+    project = sys.modules.get(f"{__package__}.project")  # imported by the first file linted, not by a cached run
+    if project is not None:
+        project.reset_project_index()  # one view of the project per run (workers inherit it on fork, then fill their own)
     stdin_bytes = None
     if "-" in files:
         try:

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..config import Settings
 from ..output.formats import Finding
 from ..rules import rule_index
-from ..lifecycle.table import api_table
+from ..lifecycle.table import latest_release
 from ..versions import Target, infer_target, project_root
 from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
 from .output import display_name
@@ -128,7 +128,7 @@ def _targets_by_root(settings: Settings, paths: Sequence[str], stdin_filename: O
         directory = os.path.dirname(name)
         key = by_directory.get(directory)
         if key is None:
-            target = infer_target(name, settings.target_version, api_table().latest, settings.target_origin)
+            target = infer_target(name, settings.target_version, latest_release(), settings.target_origin)
             key = by_directory[directory] = (project_root(name), target)
         found[key] = found.get(key, 0) + (1 if count else 0)
     return [(root, target, n) for (root, target), n in found.items()]

@@ -280,10 +280,20 @@ def build_table(data: dict) -> ApiTable:
     )
 
 
+def _table_data() -> dict:
+    return rule_units.read_data(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml"))
+
+
 @functools.lru_cache(maxsize=None)
 def api_table() -> ApiTable:
     """The shipped table, parsed once per process."""
-    return build_table(rule_units.read_data(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml")))
+    return build_table(_table_data())
+
+
+@functools.lru_cache(maxsize=None)
+def latest_release() -> Version:
+    """``api_table().latest`` without building the table: a run served from the cache needs only this."""
+    return parse_version(str(_table_data()["latest_release"]))
 
 
 def literal(node: ast.AST) -> object:
