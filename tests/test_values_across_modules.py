@@ -365,8 +365,7 @@ def test_a_helper_of_another_module_called_every_step_is_step_code(tmp_path, cap
                 loss.backward()
                 optimizer.step()
     """})
-    assert [(f["filename"], f["line"], f["column"], f["code"], f["message"], f["help"])
-            for f in findings(capsys, tmp_path, "--select", "XLA3")] == [
+    assert _check_with_help(capsys, tmp_path, "--select", "XLA3") == [
         ("augment.py", 5, 13, "XLA308", "torch.randperm(...) is copied from the host on every step of its caller; draw "
                                         "it with device=device",
          "It is drawn on the host and copied to the device on every step of its caller (train.py:11) (a "
@@ -497,15 +496,8 @@ def test_a_parameter_with_a_constant_default_takes_what_the_calls_pass(tmp_path,
 
 def _check_with_help(capsys, root, *extra) -> List[Tuple[str, int, int, str, str, str]]:
     """check() with each finding's help: where the facts of the other modules are named."""
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        code, out, err = run(capsys, "check", "--isolated", "--no-cache", "--format", "json", *extra, ".")
-    finally:
-        os.chdir(old)
-    assert code in (0, 1), err
     return [(f["filename"].replace(os.sep, "/").removeprefix("./"), f["line"], f["column"], f["code"], f["message"],
-             f["help"]) for f in json.loads(out)]
+             f["help"]) for f in findings(capsys, root, *extra)]
 
 
 def test_an_fsdp_wrapper_and_a_reduction_from_helpers_of_another_module(tmp_path, capsys) -> None:
