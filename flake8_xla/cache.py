@@ -22,9 +22,8 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import flake8_xla
-import flake8_xla.rules  # the package only: its RULES load on first use
 
-from . import __version__, stash
+from . import __version__, ruledata, stash
 from .rule import LEVELS, Diagnostic
 
 if TYPE_CHECKING:  # what a check run makes of a fix for SARIF; the cache stores none
@@ -55,10 +54,9 @@ _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
 
 
 def _package_roots() -> List[str]:
-    # the packages' own folders, the first __path__ entry (in a checkout flake8_xla's __path__ also
-    # holds the checkout root, so that flake8_xla.rules resolves to ../rules: never walk all of it);
-    # in a wheel rules/ sits inside flake8_xla/, so a root inside another is not walked twice
-    roots = sorted({os.path.realpath(package.__path__[0]) for package in (flake8_xla, flake8_xla.rules)})
+    # the package's folder and the rule data's; in a wheel the data sits inside the package, so a
+    # root inside another is not walked twice
+    roots = sorted({os.path.realpath(flake8_xla.__path__[0]), os.path.realpath(ruledata.DATA_DIR)})
     return [root for root in roots if not any(root.startswith(other + os.sep) for other in roots)]
 
 

@@ -8,8 +8,8 @@ import pathlib
 import pytest
 
 import flake8_xla
-import flake8_xla.rules
-from flake8_xla import cache
+import flake8_xla.rules.graph
+from flake8_xla import cache, ruledata
 from flake8_xla.cache import CACHE_DIR_NAME, ResultCache, content_key, resolve_cache_dir
 from flake8_xla.rule import Diagnostic
 
@@ -21,10 +21,11 @@ TEXT = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
 
 def test_fingerprint_covers_yml_rules_the_table_and_subpackages() -> None:
     files = set(cache.fingerprint_files())
-    rules = os.path.realpath(flake8_xla.rules.__path__[0])
-    assert os.path.join(rules, "xla301_dynamic_shape_op.yml") in files  # ast-grep rules end in .yml
-    assert os.path.join(rules, "api_lifecycle.yaml") in files
+    data = os.path.realpath(ruledata.DATA_DIR)
+    assert os.path.join(data, "xla301_dynamic_shape_op.yml") in files  # ast-grep rules end in .yml
+    assert os.path.join(data, "api_lifecycle.yaml") in files
     assert os.path.realpath(flake8_xla.__file__) in files
+    assert os.path.realpath(flake8_xla.rules.graph.__file__) in files  # a rule family's folder
     assert not any("__pycache__" in pathlib.Path(p).parts for p in files)
 
 
@@ -51,13 +52,13 @@ def test_fingerprint_changes_with_a_yml_rule_and_nested_code(tmp_path) -> None:
     assert cache.fingerprint_of(roots, "1.0") == third
 
 
-def test_a_rules_package_inside_flake8_xla_is_walked_once(tmp_path, monkeypatch) -> None:
-    # the wheel layout: site-packages/flake8_xla/rules/
-    (tmp_path / "flake8_xla" / "rules").mkdir(parents=True)
-    (tmp_path / "flake8_xla" / "rules" / "r.yml").write_text("id: r\n")
+def test_rule_data_inside_flake8_xla_is_walked_once(tmp_path, monkeypatch) -> None:
+    # the wheel layout: site-packages/flake8_xla/rule_data/
+    (tmp_path / "flake8_xla" / "rule_data").mkdir(parents=True)
+    (tmp_path / "flake8_xla" / "rule_data" / "r.yml").write_text("id: r\n")
     monkeypatch.setattr(flake8_xla, "__path__", [str(tmp_path / "flake8_xla")])
-    monkeypatch.setattr(flake8_xla.rules, "__path__", [str(tmp_path / "flake8_xla" / "rules")])
-    assert cache.fingerprint_files() == [str(tmp_path / "flake8_xla" / "rules" / "r.yml")]
+    monkeypatch.setattr(ruledata, "DATA_DIR", str(tmp_path / "flake8_xla" / "rule_data"))
+    assert cache.fingerprint_files() == [str(tmp_path / "flake8_xla" / "rule_data" / "r.yml")]
 
 
 # --- (b) a cache file of the wrong shape is treated as empty and rewritten ----------------------
@@ -240,9 +241,9 @@ def test_an_existing_directory_of_the_user_is_not_tagged(tmp_path) -> None:
 
 
 def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None:
-    # in a source checkout flake8_xla.__path__ also names the checkout root (for ../rules); walking it
-    # would hash .venv and every project file
-    roots = [pathlib.Path(package.__path__[0]).resolve() for package in (flake8_xla, flake8_xla.rules)]
+    # in a source checkout the rule data is the checkout's rules/: walking the checkout would hash
+    # .venv and every project file
+    roots = [pathlib.Path(folder).resolve() for folder in (flake8_xla.__path__[0], ruledata.DATA_DIR)]
     outside = [path for path in cache.fingerprint_files()
                if not any(root in pathlib.Path(path).parents for root in roots)]
     assert outside == []

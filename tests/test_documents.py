@@ -192,7 +192,7 @@ def test_notebook_indented_cell_diagnostics_keep_their_columns():
     from flake8_xla.documents.programs import Program
     from flake8_xla.engine import lint
     from flake8_xla.fixing.lines import split_lines
-    from flake8_xla.rules.xla102_deprecated_api import DeprecatedApi
+    from flake8_xla.rules.api.xla102_deprecated_api import DeprecatedApi
 
     text = notebook(new_code_cell("  import torch_xla.core.xla_model as xm\n  xm.mark_step()"),
                     new_code_cell("%%writefile -a train.py\nimport torch_xla.core.xla_model as xm\n"

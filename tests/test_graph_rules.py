@@ -5,7 +5,7 @@ import ast
 from typing import List, Tuple
 
 from flake8_xla.engine import lint_source
-from flake8_xla.graph import abridged
+from flake8_xla.rules.graph.wording import abridged
 
 HEADER = ("import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
           "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"

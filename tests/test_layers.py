@@ -11,6 +11,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "flake8_xla"
 LATE_FOR_SPEED = {
     ("engine.py", "flake8_xla.rules"): "rule modules load on the first file that needs linting",
+    ("rules/__init__.py", "flake8_xla.rules.patterns"): "ast-grep and the facts load with the first rule run",
     ("cli/commands.py", "..docs"): "only `explain` renders a rule page",
     ("cli/running.py", "..documents.programs"): "only notebooks, Markdown and rst files need the documents layer",
     ("cli/running.py", "..documents.reading"): "only notebooks, Markdown and rst files need the documents layer",
@@ -46,8 +47,7 @@ def test_no_function_level_import_dodges_a_cycle() -> None:
 
 
 MODULES = sorted({".".join(("flake8_xla",) + p.relative_to(PACKAGE).with_suffix("").parts).replace(".__init__", "")
-                  for p in PACKAGE.rglob("*.py") if p.name != "__main__.py"}
-                 | {f"flake8_xla.rules.{p.stem}" for p in (PACKAGE.parent / "rules").glob("xla*.py")})
+                  for p in PACKAGE.rglob("*.py") if p.name != "__main__.py"})
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -132,7 +132,7 @@ def test_companion_modules_import_each_other_at_module_level_without_a_cycle() -
     assert "supervisor" not in set().union(*(edges.get(m, set()) for m in ("runtime", "resume", "collectives")))
 
 
-RULES = PACKAGE.parent / "rules"
+RULES = PACKAGE / "rules"
 # how a file is understood is a shared fact of flake8_xla/analysis/, reached through ctx.get(...):
 # a rule file never walks the file itself nor keeps a fact of its own
 TREE_WALKS = {"walk", "iter_child_nodes", "parents", "NodeVisitor", "NodeTransformer"}
@@ -142,7 +142,7 @@ def analysis_in_rule_files():
     """(rule file, line, what) for each tree walk, parent map or class besides the rule in a rule file.
     The shared ``walk`` on a node the rule is deciding about (a loop, a test) is allowed; on the
     whole file (``walk([ctx.tree])``) it is not."""
-    for path in sorted(RULES.glob("xla*.py")):
+    for path in sorted(RULES.glob("*/xla*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
             if not _rule_or_record(cls):
@@ -169,7 +169,8 @@ def test_rule_files_hold_no_analysis() -> None:
 
 
 def test_the_check_for_analysis_in_rule_files_can_fail(tmp_path, monkeypatch) -> None:
-    (tmp_path / "xla999_example.py").write_text(
+    (tmp_path / "heuristics").mkdir()
+    (tmp_path / "heuristics" / "xla999_example.py").write_text(
         "import ast\nfrom flake8_xla.analysis.syntax import walk\n\nclass Example(Rule):\n"
         "    def check(self, ctx):\n        nodes = walk([ctx.tree])\n        more = ast.walk(ctx.tree)\n"
         "        ok = walk([nodes[0]])\n\nclass _Fact:\n    pass\n\n"

@@ -18,7 +18,7 @@ _MODULES = ("xla101_removed_api", "xla102_deprecated_api", "xla103_planned_api_r
 def _lifecycle_rules():
     out = []
     for name in _MODULES:
-        module = importlib.import_module(f"flake8_xla.rules.{name}")
+        module = importlib.import_module(f"flake8_xla.rules.api.{name}")
         out += [cls() for cls in vars(module).values()
                 if isinstance(cls, type) and issubclass(cls, LifecycleRule) and cls.__module__ == module.__name__]
     return out

@@ -9,7 +9,7 @@ import pytest
 from flake8_xla.engine import all_rules, lint_source
 from flake8_xla.migration.facts import CHECK, MANUAL, MigrationFacts
 from flake8_xla.migration.table import TableError, build_table, migration_table
-from flake8_xla.rules import read_data
+from flake8_xla.ruledata import read_data
 from flake8_xla.migration.table import table_path
 
 from cli_helpers import run

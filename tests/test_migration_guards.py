@@ -139,7 +139,7 @@ def test_library_tests_are_found_by_name_wherever_they_are_imported_from():
 
 def test_xla504_says_what_the_table_row_checked_against_the_wheels_says():
     from flake8_xla.migration.table import migration_table
-    from flake8_xla.rules.xla504_torchtpu_availability_check import TPU_CHECK
+    from flake8_xla.rules.torchtpu.xla504_torchtpu_availability_check import TPU_CHECK
 
     row = migration_table().availability
     assert row.fix.to == row.becomes == TPU_CHECK

@@ -11,8 +11,8 @@ from typing import Dict, List, Tuple
 import pytest
 
 from flake8_xla.engine import lint_source
-from flake8_xla.rules.xla303_host_sync_in_step import CUT, INSTEAD
-from flake8_xla.rules.xla307_host_copy_in_eval_loop import HELP as COPY
+from flake8_xla.rules.graph.xla303_host_sync_in_step import CUT, INSTEAD
+from flake8_xla.rules.graph.xla307_host_copy_in_eval_loop import HELP as COPY
 
 from cli_helpers import run
 

@@ -1,7 +1,11 @@
 """Every rule's VALID/INVALID examples are tests; the docs are generated from the same examples."""
+import os
+
 import pytest
 
+from flake8_xla import ruledata
 from flake8_xla.engine import all_rules, fix_source, lint_source
+from flake8_xla.rules import family_of
 from flake8_xla.rule import Rule
 from flake8_xla.versions import Target, parse_version
 
@@ -62,6 +66,14 @@ def test_codes_and_names_are_unique_and_mechanical() -> None:
     names = [r.name for r in RULES]
     assert len(set(codes)) == len(codes) and len(set(names)) == len(names)
     for rule in RULES:
-        module = type(rule).__module__.rsplit(".", 1)[-1]
+        package, family, module = type(rule).__module__.rsplit(".", 2)
         assert module == rule.module_name(), "file name must follow code + kebab name"
+        assert (package, family) == ("flake8_xla.rules", family_of(rule.code)), "a rule lives in its family's folder"
         assert rule.code[:3] == "XLA" and rule.code[3:].isdigit() and len(rule.code) == 6
+
+
+def test_the_rule_data_folder_holds_data_only() -> None:
+    """Rule code lives in flake8_xla/rules/<family>/; the top-level rules/ is the data one loader reads."""
+    names = [n for n in os.listdir(ruledata.DATA_DIR) if n != "__pycache__"]
+    assert [n for n in names if not n.endswith((".yaml", ".yml", ".json"))] == []
+    assert {"api_lifecycle.yaml", "torchtpu_migration.yaml", "xla301_dynamic_shape_op.yml"} <= set(names)

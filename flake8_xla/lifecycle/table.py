@@ -7,10 +7,9 @@ the lifecycle rules (XLA101-XLA106) only match uses against the table and word t
 from __future__ import annotations
 
 import functools
-import os
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
-import flake8_xla.rules as rule_units  # the package only, where the table file lives
+from .. import ruledata
 
 from ..versions import Version, parse_version
 
@@ -281,7 +280,7 @@ def build_table(data: dict) -> ApiTable:
 
 
 def _table_data() -> dict:
-    return rule_units.read_data(os.path.join(rule_units.__path__[0], "api_lifecycle.yaml"))
+    return ruledata.read_data(ruledata.data_path("api_lifecycle.yaml"))
 
 
 @functools.lru_cache(maxsize=None)

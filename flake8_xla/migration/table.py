@@ -7,10 +7,9 @@ XLA5xx rules only match uses against it; ``docs/torchtpu.md`` is rendered from i
 from __future__ import annotations
 
 import functools
-import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-import flake8_xla.rules as rule_units  # the package only, where the table file lives
+from .. import ruledata
 
 KINDS = ("call", "argument", "import", "device_string", "availability")  # device_string: "xla" naming the device;
 # availability: the test TorchTPU answers where code tested for torch_xla (XLA504)
@@ -176,13 +175,13 @@ def build_table(data: dict) -> MigrationTable:
 
 
 def table_path() -> str:
-    return os.path.join(rule_units.__path__[0], TABLE_FILE)
+    return ruledata.data_path(TABLE_FILE)
 
 
 @functools.lru_cache(maxsize=None)
 def migration_table() -> MigrationTable:
     """The shipped table, parsed once per process."""
-    return build_table(rule_units.read_data(table_path()))
+    return build_table(ruledata.read_data(table_path()))
 
 
 class InternalApi(NamedTuple):
@@ -196,7 +195,7 @@ INTERNAL_FILE = "torchtpu_internal_apis.json"
 @functools.lru_cache(maxsize=None)
 def internal_device_apis() -> Dict[str, InternalApi]:
     """The torch.tpu device APIs torch-tpu marks internal, read from the wheel by tools/check_torchtpu.py."""
-    data = rule_units.read_data(os.path.join(rule_units.__path__[0], INTERNAL_FILE))
+    data = ruledata.read_data(ruledata.data_path(INTERNAL_FILE))
     return {name: InternalApi(entry["prefer"], entry["internal_when"]) for name, entry in data.items()}
 
 
@@ -206,4 +205,4 @@ PUBLIC_FILE = "torchtpu_public_api.json"
 @functools.lru_cache(maxsize=None)
 def public_tpu_names() -> Dict[str, str]:
     """Every public ``torch.tpu`` name of the torch-tpu wheel (modules too) and its stage."""
-    return dict(rule_units.read_data(os.path.join(rule_units.__path__[0], PUBLIC_FILE)))
+    return dict(ruledata.read_data(ruledata.data_path(PUBLIC_FILE)))

@@ -3,7 +3,7 @@ import ast
 from typing import Iterator
 
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
-from flake8_xla.graph import EVALUATION_BATCH, hands_off
+from flake8_xla.rules.graph.wording import EVALUATION_BATCH, hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import Parents, walk
 from flake8_xla.analysis.semantic import SemanticModel

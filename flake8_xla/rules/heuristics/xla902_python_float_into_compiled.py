@@ -2,7 +2,7 @@
 import ast
 from typing import Dict, Iterator, Optional, Set
 
-from flake8_xla.graph import spelled
+from flake8_xla.rules.graph.wording import spelled
 from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import walk

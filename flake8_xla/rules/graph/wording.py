@@ -8,12 +8,12 @@ import functools
 import os
 from typing import List, NamedTuple
 
-from .analysis.hooks import EVALUATION, TRAINING
-from .analysis.calls import ProjectCalls
-from .analysis.project import FunctionSummary, HostRead
-from .analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
-from .analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP, TRAINING_LOOP,
-                             called_from, hook_of)
+from flake8_xla.analysis.hooks import EVALUATION, TRAINING
+from flake8_xla.analysis.calls import ProjectCalls
+from flake8_xla.analysis.project import FunctionSummary, HostRead
+from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+from flake8_xla.analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP,
+                                       TRAINING_LOOP, called_from, hook_of)
 
 # where a step region runs, as a message's first line says it; IN_FULL: the help's words where those are short
 WHERE = {

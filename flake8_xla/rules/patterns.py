@@ -1,4 +1,4 @@
-"""Declarative pattern rules: ast-grep YAML files in ``rules/`` (``xlaNNN_<name>.yml``).
+"""Declarative pattern rules: ast-grep YAML files (``xlaNNN_<name>.yml``) in the top-level ``rules/``.
 
 Each file is a valid ast-grep rule (``id``, ``language``, ``rule``, ``message``); flake8-xla's own
 fields live under ``metadata:`` (code, docs, examples, and the metavariable constraints patterns
@@ -20,12 +20,12 @@ import re
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
-
-from .rule import Diagnostic, Example, FileContext, Level, Rule, character_column
-from .analysis.semantic import SemanticModel
-from .analysis.tensors import TensorFacts
-from .analysis.loops import StepRegions
-from .analysis.syntax import NodeIndex
+from flake8_xla import ruledata
+from flake8_xla.rule import Diagnostic, Example, FileContext, Level, Rule, character_column
+from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.syntax import NodeIndex
 
 
 class PatternSpec(NamedTuple):
@@ -53,7 +53,7 @@ _LEVELS: Dict[str, Level] = {"error": "error", "warning": "warning", "info": "no
 
 def load_pattern_rule(path: str) -> type:
     """A Rule class built from one YAML file."""
-    data = rule_units.read_data(path)
+    data = ruledata.read_data(path)
     meta = data["metadata"]
     name = os.path.basename(path)
     spec = PatternSpec(
@@ -71,7 +71,8 @@ def load_pattern_rule(path: str) -> type:
         "references": tuple(meta.get("references", ())),
         "valid": _examples(meta.get("valid")), "invalid": _examples(meta.get("invalid")),
         "level": _LEVELS[data.get("severity", "warning")], "spec": spec, "source_file": name,
-        "__module__": f"flake8_xla.rules.{os.path.splitext(name)[0]}",  # mechanical naming: the YAML file is the unit
+        # mechanical naming: the YAML file is the unit, named as if it sat in its family's folder
+        "__module__": f"flake8_xla.rules.{rule_units.family_of(meta['code'])}.{os.path.splitext(name)[0]}",
     }
     return type(f"PatternRule_{meta['code']}", (PatternRule,), attributes)
 
@@ -415,5 +416,4 @@ def _pattern_rule_instances() -> Tuple["PatternRule", ...]:
 
 @functools.lru_cache(maxsize=None)
 def pattern_rules() -> Tuple[type, ...]:
-    directory = rule_units.__path__[0]
-    return tuple(load_pattern_rule(os.path.join(directory, f"{stem}.yml")) for stem in rule_units.unit_files(".yml"))
+    return tuple(load_pattern_rule(ruledata.data_path(f"{stem}.yml")) for stem in rule_units.pattern_units())

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.graph import (ACROSS_MODULES, BUDGET, FIRST_LINE, abridged, fit, hands_off, helper_reads, runs,
+from flake8_xla.rules.graph.wording import (ACROSS_MODULES, BUDGET, FIRST_LINE, abridged, fit, hands_off, helper_reads, runs,
                               where)
 from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING

@@ -5,7 +5,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.fixing.fixpoint import FixSite
-from flake8_xla.graph import BUDGET, fit, spelled, where, where_in_full
+from flake8_xla.rules.graph.wording import BUDGET, fit, spelled, where, where_in_full
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.loops import StepRegions, is_test_file
 from flake8_xla.analysis.syntax import NodeIndex, Parents

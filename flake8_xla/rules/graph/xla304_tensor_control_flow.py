@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.graph import BUDGET, fit, runs, where
+from flake8_xla.rules.graph.wording import BUDGET, fit, runs, where
 from flake8_xla.analysis.backends import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import DEVICE

@@ -8,7 +8,7 @@ from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex, walk
 from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
 from flake8_xla.analysis.loops import hook_of
-from flake8_xla.graph import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
+from flake8_xla.rules.graph.wording import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 RULED_OUT = (HOST, HOST_TENSOR, MODULE)

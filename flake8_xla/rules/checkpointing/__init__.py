@@ -1,0 +1,1 @@
+"""XLA4xx: checkpoints saved in a way that loses data or time on XLA."""

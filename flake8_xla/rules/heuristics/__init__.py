@@ -1,0 +1,1 @@
+"""XLA9xx: opt-in heuristics, worth a look but often fine."""

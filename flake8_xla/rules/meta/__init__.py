@@ -1,0 +1,1 @@
+"""XLA0xx: findings about flake8-xla's own comments (unused noqa)."""

@@ -1,0 +1,1 @@
+"""XLA6xx: mistakes users report on XLA that run without an error."""
