@@ -6,7 +6,6 @@ editable install) each find theirs beside the package.
 ``read_data`` reads one file, from a marshal copy when it can."""
 from __future__ import annotations
 
-import marshal
 import os
 import sys
 from typing import List
@@ -39,23 +38,9 @@ def read_data(path: str) -> object:
     copy_name = f"{stem}{stash.digest(raw + _COPY_FORMAT, 12)}.marshal"
     # in the user's cache, named by the install too, so two installs do not prune each other's copies
     here = stash.digest(os.path.realpath(folder).encode("utf-8", "surrogateescape"), 6)
-    places = ((os.path.join(folder, "__pycache__"), ""), (stash.user_stash_dir(), f"{here}-"))
-    for directory, prefix in places:
-        payload = stash.read(os.path.join(directory, prefix + copy_name))
-        if payload is not None:
-            try:
-                return marshal.loads(payload)
-            except (EOFError, ValueError, TypeError):
-                pass  # intact but not this Python's marshal data: parse the YAML
-    data = _parse_yaml(raw.decode("utf-8"))
-    try:
-        payload = marshal.dumps(data)
-    except ValueError:  # a YAML type marshal cannot hold: parse every time
-        return data
-    for directory, prefix in places:  # read-only install: the user's cache
-        if stash.write(os.path.join(directory, prefix + copy_name), payload, stale_prefix=prefix + stem):
-            break
-    return data
+    copies = [(os.path.join(folder, "__pycache__", copy_name), stem),
+              (os.path.join(stash.user_stash_dir(), f"{here}-{copy_name}"), f"{here}-{stem}")]
+    return stash.load_or_parse(copies, lambda: _parse_yaml(raw.decode("utf-8")))[0]
 
 
 _COPY_FORMAT = b"\0marshal copy 2"  # part of a copy's name: a new layout never reads an old one

@@ -7,8 +7,9 @@ copies first beside the data, in ``rules/__pycache__`` like .pyc files, when tha
 """
 from __future__ import annotations
 
+import marshal
 import os
-from typing import Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 try:
     from _blake2 import blake2b  # what hashlib would give, without loading OpenSSL (~3 ms a start)
@@ -78,3 +79,25 @@ def write(path: str, payload: bytes, stale_prefix: Optional[str] = None) -> bool
         except OSError:
             pass  # another run removed it first
     return True
+
+
+def load_or_parse(copies: Sequence[Tuple[str, str]], parse: Callable[[], object]) -> Tuple[object, Optional[bytes]]:
+    """Parsed data and its marshal form: from the first intact copy of ``copies`` ((path, stale prefix)
+    pairs, the preferred place first), else ``parse()``'s, then kept in the first place that can be
+    written. Data marshal cannot hold (dates, times) has no copy and is parsed every time."""
+    for path, _ in copies:
+        payload = read(path)
+        if payload is not None:
+            try:
+                return marshal.loads(payload), payload
+            except (EOFError, ValueError, TypeError):
+                pass  # intact but not this Python's marshal data: parse again
+    data = parse()
+    try:
+        payload = marshal.dumps(data)
+    except ValueError:
+        return data, None
+    for path, stale_prefix in copies:
+        if write(path, payload, stale_prefix=stale_prefix):
+            break
+    return data, payload

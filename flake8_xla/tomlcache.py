@@ -28,22 +28,7 @@ def load(path: str) -> dict:
         return marshal.loads(known[1])
     place = stash.digest(os.path.realpath(path).encode("utf-8", "surrogateescape"), 6)
     copy = os.path.join(stash.user_stash_dir(), f"toml-{place}-{stash.digest(raw + _PARSER.encode(), 12)}")
-    payload = stash.read(copy)
-    if payload is not None:
-        try:
-            data = marshal.loads(payload)
-        except (EOFError, ValueError, TypeError):
-            data = None
-        if isinstance(data, dict):
-            _LOADED[path] = (raw, payload)
-            return data
-    data = _parse(raw)
-    try:
-        payload = marshal.dumps(data)
-    except ValueError:  # dates and times: marshal cannot hold them; such a file is parsed every time
-        payload = None
-    if payload is not None:
-        stash.write(copy, payload, stale_prefix=f"toml-{place}-")
+    data, payload = stash.load_or_parse([(copy, f"toml-{place}-")], lambda: _parse(raw))
     _LOADED[path] = (raw, payload)
     return data
 
