@@ -96,11 +96,16 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
                     if not isinstance(fix, Fix):  # None or NoFix: a human's job; say why
                         site.no_fix[diagnostic] = fix.reason if isinstance(fix, NoFix) else rule.no_fix_reason()
                         fix = None
-                    out.append((diagnostic, fix))
+                    out.append((with_applicability(diagnostic, fix), fix))
         finally:
             ctx.forget_facts(keep=(SemanticModel,))  # what the site asks after (see lint_tree); it holds no context
     out.sort(key=lambda pair: pair[0])
     return out, site
+
+
+def with_applicability(diagnostic: Diagnostic, fix: Optional[Fix]) -> Diagnostic:
+    """The diagnostic carrying whether its fix is safe (None: it has none)."""
+    return diagnostic._replace(applicability=None if fix is None else "safe" if fix.safe else "unsafe")
 
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
@@ -176,7 +181,8 @@ def unused_noqa(source: str, filename: str, target: Target, diagnostics: Sequenc
     unused = unused_codes(lines, list(diagnostics) + elsewhere, judged)
     unit = next(rule for rule in all_rules() if rule.code == UNUSED_NOQA)
     model = LineModel(source)
-    found = [(unit.report(directive, codes), unit.fix(model, directive, codes)) for directive, codes in unused]
+    fixes = [(unit.report(directive, codes), unit.fix(model, directive, codes)) for directive, codes in unused]
+    found = [(with_applicability(d, fix), fix) for d, fix in fixes]
     if reported:
         kept = set(filter_noqa(lines, [d for d, _ in found]))
         found = [(d, fix) for d, fix in found if d in kept]
