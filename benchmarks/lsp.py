@@ -8,7 +8,7 @@ lines (a diagnostic every few lines: the most a publish carries). The server run
 starts it (a subprocess on stdio, in this interpreter), the client is the test suite's
 (tests/lsp_editor.py). The latency includes the server's pause after an edit
 (flake8_xla.lsp.server.DEBOUNCE_SECONDS), which is reported alongside; `lint` is the same file
-linted in-process (flake8_xla.cli.run_file, best of 5) for comparison.
+linted in-process (flake8_xla.session.running.run_file, best of 5) for comparison.
 
     python benchmarks/lsp.py [--edits 20]
 
@@ -35,7 +35,9 @@ sys.path[:0] = [str(REPO / "tests"), str(BENCH)]
 from lsp_editor import Editor  # noqa: E402 - the test suite's LSP client
 from run import CORPORA, one_file_of  # noqa: E402 - the corpus and file choice of the main harness
 
-from flake8_xla.cli import Job, Settings, build_selector, run_file  # noqa: E402
+from flake8_xla.config import Settings  # noqa: E402
+from flake8_xla.session.running import Job, run_file  # noqa: E402
+from flake8_xla.session.selection import build_selector  # noqa: E402
 from flake8_xla.lsp.server import DEBOUNCE_SECONDS  # noqa: E402
 
 LINES = 1000

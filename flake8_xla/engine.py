@@ -13,6 +13,7 @@ from .lifecycle.table import api_table
 from .analysis.project import Project
 from .analysis.semantic import SemanticModel
 from .rule import Diagnostic, FileContext, Rule
+from .rules import rule_index
 from .versions import Target, infer_target
 # the pre-filter and the guards live apart so a front-end can ask them without importing the engine
 from .prefilter import TOO_DEEP, collector_paused, concerns_xla, might_match, too_deep_message
@@ -20,16 +21,9 @@ from .prefilter import TOO_DEEP, collector_paused, concerns_xla, might_match, to
 
 @functools.lru_cache(maxsize=None)
 def all_rules() -> tuple:
-    from flake8_xla.rules import RULES  # rule modules load on first use (see rules.rule_index)
+    from flake8_xla.rules.registry import RULES  # rule modules load on first use (see rules.rule_index)
 
     return tuple(cls() for cls in RULES)
-
-
-def rule_index() -> tuple:
-    """(code, name, off by default) of every rule, without importing one."""
-    from flake8_xla.rules import rule_index as index
-
-    return index()
 
 
 def lint(lines: Sequence[str], tree: Optional[ast.AST] = None, filename: str = "<stdin>",
@@ -96,11 +90,16 @@ def lint_fixable(source: str, tree: ast.Module, filename: str, target: Target,
                     if not isinstance(fix, Fix):  # None or NoFix: a human's job; say why
                         site.no_fix[diagnostic] = fix.reason if isinstance(fix, NoFix) else rule.no_fix_reason()
                         fix = None
-                    out.append((diagnostic, fix))
+                    out.append((with_applicability(diagnostic, fix), fix))
         finally:
             ctx.forget_facts(keep=(SemanticModel,))  # what the site asks after (see lint_tree); it holds no context
     out.sort(key=lambda pair: pair[0])
     return out, site
+
+
+def with_applicability(diagnostic: Diagnostic, fix: Optional[Fix]) -> Diagnostic:
+    """The diagnostic carrying whether its fix is safe (None: it has none)."""
+    return diagnostic._replace(applicability=None if fix is None else "safe" if fix.safe else "unsafe")
 
 
 def fix_source(source: str, filename: str, target: Target, wanted: Callable[[str], bool] = lambda code: True,
@@ -176,7 +175,8 @@ def unused_noqa(source: str, filename: str, target: Target, diagnostics: Sequenc
     unused = unused_codes(lines, list(diagnostics) + elsewhere, judged)
     unit = next(rule for rule in all_rules() if rule.code == UNUSED_NOQA)
     model = LineModel(source)
-    found = [(unit.report(directive, codes), unit.fix(model, directive, codes)) for directive, codes in unused]
+    fixes = [(unit.report(directive, codes), unit.fix(model, directive, codes)) for directive, codes in unused]
+    found = [(with_applicability(d, fix), fix) for d, fix in fixes]
     if reported:
         kept = set(filter_noqa(lines, [d for d, _ in found]))
         found = [(d, fix) for d, fix in found if d in kept]

@@ -20,6 +20,10 @@ F = TypeVar("F")
 # note: an opt-in heuristic's hint, which may well be fine.
 Level = Literal["error", "warning", "note"]
 LEVELS: Tuple[Level, ...] = ("error", "warning", "note")
+# Whether `flake8-xla fix` fixes a diagnostic: "safe" (by default), "unsafe" (with --unsafe-fixes:
+# the rewrite may change behaviour); a diagnostic without a fix has None.
+Applicability = Literal["safe", "unsafe"]
+APPLICABILITIES: Tuple[Applicability, ...] = ("safe", "unsafe")
 
 
 class Diagnostic(NamedTuple):
@@ -38,6 +42,9 @@ class Diagnostic(NamedTuple):
     # what a tool built on the findings reads instead of parsing the message (migrate-report reads the
     # XLA5xx rules': flake8_xla.migration.facts.MigrationFacts); never shown, and not kept by the result cache
     data: Optional[tuple] = None
+    # whether its fix is safe or unsafe, set where the fix is built (engine.lint_fixable); None: no fix,
+    # or a run that built none (engine.lint)
+    applicability: Optional[Applicability] = None
 
     # A diagnostic is what is said where: line, column, code and message. The extent, the level and
     # the help ride along, so one rebuilt from those four (by flake8, an editor, a test) equals the engine's.

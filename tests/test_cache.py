@@ -9,8 +9,9 @@ import pytest
 
 import flake8_xla
 import flake8_xla.rules.graph
-from flake8_xla import cache, ruledata
-from flake8_xla.cache import CACHE_DIR_NAME, ResultCache, content_key, resolve_cache_dir
+from flake8_xla import ruledata
+from flake8_xla.session import cache
+from flake8_xla.session.cache import CACHE_DIR_NAME, ResultCache, content_key, resolve_cache_dir
 from flake8_xla.rule import Diagnostic
 
 DIAG = Diagnostic(3, 0, "XLA102", "xm.mark_step() is deprecated")
@@ -98,13 +99,16 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
     good, bad = content_key(TEXT, "2.9"), content_key(TEXT, "2.8")
     _results_file(directory).write_text(json.dumps({
         "format": cache.FORMAT, "fingerprint": cache.fingerprint(), "run": 1, "entries": {
-            good: {"used": 1, "path": "/p/a.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, None, True],
-                                                                 [4, 0, "XLA101", "n", None, None, "error", "h", None]]},
-            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", 3, 14, None, None, True]]},
+            good: {"used": 1, "path": "/p/a.py",
+                   "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, None, "safe"],
+                                   [4, 0, "XLA101", "n", None, None, "error", "h", None]]},
+            bad: {"used": 1, "path": "/p/b.py", "diagnostics": [[3, "0", "XLA102", "m", 3, 14, None, None, "safe"]]},
             "x": {"used": 1, "path": "/p/c.py", "diagnostics": [[0, 0, "XLA102", "m", 3, 14, None, None, "yes"]]},
-            "v": {"used": 1, "path": "/p/d.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, "fatal", None, True]]},
-            "w": {"used": 1, "path": "/p/e.py", "diagnostics": [[3, 0, "XLA102", "m", 3, None, None, None, True]]},
-            "t": {"used": 1, "path": "/p/g.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, 7, True]]},
+            "v": {"used": 1, "path": "/p/d.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, "fatal", None, "safe"]]},
+            "w": {"used": 1, "path": "/p/e.py", "diagnostics": [[3, 0, "XLA102", "m", 3, None, None, None, "safe"]]},
+            "t": {"used": 1, "path": "/p/g.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, 7, "safe"]]},
+            "r": {"used": 1, "path": "/p/i.py",
+                  "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, None, True]]},  # format 4
             "s": {"used": 1, "path": "/p/h.py", "diagnostics": [[3, 0, "XLA102", "m", 3, 14, None, True]]},  # format 3
             "u": {"used": 1, "path": "/p/f.py", "diagnostics": [[3, 0, "XLA102", "m", True]]},  # format 2
             "y": [],
@@ -112,9 +116,9 @@ def test_entries_of_the_wrong_shape_are_dropped_and_good_ones_kept(tmp_path) -> 
         }}))
     results = ResultCache(str(directory))
     served = results.get("a.py", good)
-    assert [(tuple(d), safe, fix) for d, safe, fix in served] == [
-        ((3, 0, "XLA102", "m", 3, 14, None, None, None), True, None),
-        ((4, 0, "XLA101", "n", None, None, "error", "h", None), None, None)]
+    assert [(tuple(d), fix) for d, fix in served] == [
+        ((3, 0, "XLA102", "m", 3, 14, None, None, None, "safe"), None),
+        ((4, 0, "XLA101", "n", None, None, "error", "h", None, None), None)]
     assert results.get("a.py", bad) is None
     assert sorted(results.entries) == [good]
 
@@ -137,20 +141,20 @@ def test_a_committed_cache_serves_the_same_content_anywhere_and_never_changed_co
     checkout = tmp_path / "one"
     checkout.mkdir()
     results = ResultCache(str(checkout / CACHE_DIR_NAME))
-    results.put(str(checkout / "a.py"), content_key(TEXT, "2.9"), [(DIAG, True, None)])
+    results.put(str(checkout / "a.py"), content_key(TEXT, "2.9"), [(DIAG, None)])
     results.save()
     # a second checkout of the same repository (the cache directory committed with it)
     clone = tmp_path / "two"
     os.rename(checkout, clone)
     again = ResultCache(str(clone / CACHE_DIR_NAME))
-    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True, None)]
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, None)]
     assert again.get(str(clone / "a.py"), content_key(TEXT.replace("mark_step", "sync"), "2.9")) is None
     # new content for a path replaces that path's entry: stale entries do not pile up
     again.put(str(clone / "b.py"), content_key("x = 1\n", "2.9"), [])
     again.put(str(clone / "b.py"), content_key("x = 2\n", "2.9"), [])
     assert again.get(str(clone / "b.py"), content_key("x = 1\n", "2.9")) is None
     assert again.get(str(clone / "b.py"), content_key("x = 2\n", "2.9")) == []
-    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, True, None)]  # another path's entry
+    assert again.get(str(clone / "a.py"), content_key(TEXT, "2.9")) == [(DIAG, None)]  # another path's entry
 
 
 def test_least_recently_used_entries_go_beyond_the_cap(tmp_path, monkeypatch) -> None:
@@ -225,7 +229,7 @@ def test_without_xdg_the_home_cache(tmp_path, monkeypatch) -> None:
 def test_a_created_directory_is_tagged_and_ignored(tmp_path) -> None:
     directory = tmp_path / "deep" / CACHE_DIR_NAME
     results = ResultCache(str(directory))
-    results.put("a.py", content_key(TEXT, "2.9"), [(DIAG, None, None)])
+    results.put("a.py", content_key(TEXT, "2.9"), [(DIAG, None)])
     results.save()
     assert (directory / ".gitignore").read_text() == "# created by flake8-xla\n*\n"
     assert (directory / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55\n")
@@ -249,16 +253,16 @@ def test_a_checkout_s_fingerprint_covers_the_packages_not_the_checkout() -> None
     assert outside == []
 
 
-def test_a_diagnostic_keeps_its_end_level_and_help_through_the_cache(tmp_path) -> None:
-    """SARIF regions, levels and help of a file served from the cache are the ones its lint gave; a
-    suggested fix is not stored (a run that wants fixes does not use the cache)."""
+def test_a_diagnostic_keeps_its_end_level_help_and_fix_applicability_through_the_cache(tmp_path) -> None:
+    """SARIF regions, levels, help and fix applicability of a file served from the cache are the ones its
+    lint gave; a suggested fix is not stored (a run that wants fixes does not use the cache)."""
     directory = tmp_path / "c"
     results = ResultCache(str(directory))
-    linted = Diagnostic(3, 4, "XLA101", "gone", 3, 23, "error", "why")
-    results.put("a.py", content_key(TEXT, "2.9"), [(linted, True, ("title", ()))])
+    linted = Diagnostic(3, 4, "XLA101", "gone", 3, 23, "error", "why", applicability="unsafe")
+    results.put("a.py", content_key(TEXT, "2.9"), [(linted, ("title", ()))])
     results.save()
-    (served, safe, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
-    assert (tuple(served), safe, fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why", None), True, None)
+    (served, fix), = ResultCache(str(directory)).get("a.py", content_key(TEXT, "2.9"))
+    assert (tuple(served), fix) == ((3, 4, "XLA101", "gone", 3, 23, "error", "why", None, "unsafe"), None)
 
 
 # --- (e) the fingerprint is remembered between runs, never trusted stale -------------------------

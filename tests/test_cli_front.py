@@ -125,7 +125,7 @@ INTERRUPTING = """
 import os, signal, sys, faulthandler
 faulthandler.dump_traceback_later(60, exit=True)
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run with SIGINT ignored (nohup) passes it on
-import flake8_xla.cli.running as running
+import flake8_xla.session.running as running
 from flake8_xla.cli import main
 main_pid, written, original = os.getpid(), [], running.write_preserving
 def write_then_interrupt(*args):
@@ -156,7 +156,7 @@ def test_an_interrupted_fix_names_every_file_it_rewrote(tmp_path, jobs) -> None:
 
 def test_an_interrupted_check_says_so(tmp_path) -> None:
     (tmp_path / "a.py").write_text(MARK_STEP + "\n")
-    script = ("import signal, sys\nimport flake8_xla.cli.running as running\nfrom flake8_xla.cli import main\n"
+    script = ("import signal, sys\nimport flake8_xla.session.running as running\nfrom flake8_xla.cli import main\n"
               "def interrupt(*a, **k):\n    raise KeyboardInterrupt\nrunning.run_file = interrupt\n"
               "sys.exit(main(sys.argv[1:]))\n")
     done = subprocess.run([sys.executable, "-c", script, "check", "a.py"], cwd=tmp_path, capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 
 from cli_helpers import run
 from flake8_xla.engine import lint_source
-from flake8_xla.cli.output import wants_color
+from flake8_xla.output.terminal import wants_color
 
 MARK_STEP = "import torch_xla.core.xla_model as xm\n\nxm.mark_step()\n"
 FIXED = "import torch_xla\n\ntorch_xla.sync()\n"

@@ -12,7 +12,8 @@ import pytest
 # outlives its parent would wait forever too.
 DRIVER = textwrap.dedent("""\
     import os, sys, time
-    from flake8_xla.cli import main, running
+    from flake8_xla.cli import main
+    from flake8_xla.session import running
 
     def stuck(job, path, stdin_bytes=None):
         open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()

@@ -228,8 +228,10 @@ def test_crlf_markdown_keeps_its_line_endings(tmp_path: pathlib.Path) -> None:
 
 
 def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, monkeypatch) -> None:
-    from flake8_xla import cli
+    from flake8_xla.config import Settings
     from flake8_xla.documents import reading
+    from flake8_xla.session.running import Job, run_files
+    from flake8_xla.session.selection import build_selector
 
     def boom(path: str, text: str):
         raise RuntimeError("boom")
@@ -238,8 +240,8 @@ def test_an_internal_error_is_one_finding_not_a_crash(tmp_path: pathlib.Path, mo
     (tmp_path / "a.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n", encoding="utf-8")
     monkeypatch.setattr(reading, "read_document", boom)
     monkeypatch.chdir(tmp_path)
-    job = cli.Job(cli.Settings(base_dir=str(tmp_path)), cli.build_selector(cli.Settings(base_dir=str(tmp_path))))
-    results = {r.path: r for r in cli.run_files(job, ["guide.md", "a.py"], 1)}
+    job = Job(Settings(base_dir=str(tmp_path)), build_selector(Settings(base_dir=str(tmp_path))))
+    results = {r.path: r for r in run_files(job, ["guide.md", "a.py"], 1)}
     assert [(f.diagnostic.code, f.diagnostic.message) for f in results["guide.md"].findings] == [
         ("XLA000", "flake8-xla internal error, please report: RuntimeError: boom")]
     assert [f.diagnostic.code for f in results["a.py"].findings] == ["XLA102"]  # the run went on

@@ -416,7 +416,7 @@ def test_a_guide_s_separate_examples_are_not_related_by_line_but_a_notebook_s_ce
 
     def codes(path: str, text: str):
         document = read_document(path, text)
-        return [(d.code, d.line) for program, raw in lint_document(document, text, target()) for d, _ in raw]
+        return [(d.code, d.line) for program, raw in lint_document(document, text, target()) for d in raw]
 
     use = "import torch_xla.core.xla_model as xm\nimport torch\nt = torch.ones(2, device=xm.xla_device())\n"
     launch = "import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(main, args=())\n"

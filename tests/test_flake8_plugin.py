@@ -146,15 +146,15 @@ def test_binary_garbage_does_not_crash(tmp_path, content: bytes) -> None:
 def test_internal_error_is_reported_not_raised(monkeypatch) -> None:
     import ast
 
-    from flake8_xla import plugin
+    from flake8_xla.plugin import checker as plugin_checker
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(plugin, "lint", explode)
-    checker = plugin.XlaChecker(ast.parse(MARK_STEP), MARK_STEP.splitlines(True), "a.py")
+    monkeypatch.setattr(plugin_checker, "lint", explode)
+    checker = plugin_checker.XlaChecker(ast.parse(MARK_STEP), MARK_STEP.splitlines(True), "a.py")
     assert list(checker.run()) == [
-        (1, 0, "XLA000 flake8-xla internal error, please report: RuntimeError: boom", plugin.XlaChecker)]
+        (1, 0, "XLA000 flake8-xla internal error, please report: RuntimeError: boom", plugin_checker.XlaChecker)]
 
 
 def test_readme_demo_infers_the_target_from_the_example_requirements() -> None:
@@ -242,20 +242,20 @@ def test_nesting_past_the_parser_limit_is_flake8_s_own_e999(tmp_path, nested) ->
 def test_exhausted_recursion_or_memory_is_reported_once_per_file(monkeypatch, error) -> None:
     import ast
 
-    from flake8_xla import plugin
+    from flake8_xla.plugin import checker as plugin_checker
 
     def explode(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(plugin, "lint", explode)
+    monkeypatch.setattr(plugin_checker, "lint", explode)
     tree = ast.parse(MARK_STEP)
     found = [list(checker(tree, MARK_STEP.splitlines(True), "a.py").run())
-             for checker in (plugin.XlaChecker, plugin.XlaOptInChecker)]
+             for checker in (plugin_checker.XlaChecker, plugin_checker.XlaOptInChecker)]
     message = f"E999 {type(error).__name__}: too deeply nested to analyse"
-    assert found == [[(1, 0, message, plugin.XlaChecker)], []]  # the second checker sees the same tree
+    assert found == [[(1, 0, message, plugin_checker.XlaChecker)], []]  # the second checker sees the same tree
     # a new file (a new tree) gets its own
-    assert list(plugin.XlaOptInChecker(ast.parse(MARK_STEP), [MARK_STEP], "b.py").run()) == [
-        (1, 0, message, plugin.XlaOptInChecker)]
+    assert list(plugin_checker.XlaOptInChecker(ast.parse(MARK_STEP), [MARK_STEP], "b.py").run()) == [
+        (1, 0, message, plugin_checker.XlaOptInChecker)]
 
 
 def test_a_target_outside_the_known_releases_warns(tmp_path) -> None:
@@ -286,3 +286,12 @@ def test_sync_functions_from_the_flake8_config_and_the_command_line(tmp_path) ->
     bad = flake8("--xla-sync-functions=sync", "a.py", cwd=tmp_path)
     assert bad.returncode != 0
     assert "--xla-sync-functions: 'sync' is not a qualified function name (e.g. mylib.sync)" in bad.stderr
+
+
+def test_the_fix_mark_carries_the_applicability_across_flake8() -> None:
+    from flake8_xla.plugin.fix_mark import marked, unmarked
+
+    assert [marked("m", applicability) for applicability in ("safe", "unsafe", None)] == ["[*] m", "[~] m", "m"]
+    assert [unmarked("XLA102", marked("m", a)) for a in ("safe", "unsafe", None)] == [
+        ("m", "safe"), ("m", "unsafe"), ("m", None)]
+    assert unmarked("E501", "[*] another plugin's text") == ("[*] another plugin's text", None)

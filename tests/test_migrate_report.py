@@ -240,15 +240,15 @@ def test_the_report_reads_the_facts_a_diagnostic_carries_not_its_message():
     from flake8_xla.rule import Diagnostic
 
     facts = MigrationFacts("xm.mark_step()", MECHANICAL, "delete the call")
-    carried = Diagnostic(3, 0, "XLA501", "any wording at all", data=facts)
+    carried = Diagnostic(3, 0, "XLA501", "any wording at all", data=facts, applicability="safe")
     bare = Diagnostic(4, 0, "XLA502", "a message without facts", help="its help")
-    (report,), checked = build([Finding("a.py", carried, True), Finding("a.py", bare, False)], 1)
+    (report,), checked = build([Finding("a.py", carried), Finding("a.py", bare)], 1)
     assert report.uses == (Use("XLA501", "xm.mark_step()", MECHANICAL, "delete the call", 3, True),
                            Use("XLA502", "a message without facts", MANUAL, "its help", 4, False))
 
 
 def test_the_facts_survive_the_worker_processes(project, capsys, monkeypatch):
-    import flake8_xla.cli.running as running
+    import flake8_xla.session.running as running
 
     (project / "done.py").write_text(DONE)
     code, alone, err = run(capsys, "migrate-report", "--jobs", "1", "train.py", "done.py")

@@ -77,7 +77,7 @@ def test_wheel_contents(wheel) -> None:
     expected = set(modules) | {f"flake8_xla/rule_data/{name}" for name in rule_data}
     assert expected <= names, sorted(expected - names)
     assert not [n for n in names if n.startswith(("rules/", "tests/", "benchmarks/"))], sorted(names)
-    assert re.search(r"^\[flake8\.extension\]\s*\nXLA\s*=\s*flake8_xla\.plugin:XlaChecker\s*$", entry_points, re.M), \
+    assert re.search(r"^\[flake8\.extension\]\s*\nXLA\s*=\s*flake8_xla\.plugin\.checker:XlaChecker\s*$", entry_points, re.M), \
         entry_points
 
 

@@ -2,13 +2,11 @@
 
 The same engine, rules, columns and ``# noqa`` semantics as the flake8 plugin, without flake8's
 other checkers, so it is fast enough for pre-commit and CI on large trees. Modules, by concern:
-``discovery`` (files, excludes, .gitignore), ``reading`` (safe reads, decoding), ``running`` (one
-file and worker processes), ``writing`` (fixed files written back), ``output`` (names, report,
-colour), ``summary`` (closing lines, settings), ``adding_noqa``, and ``commands`` (options, main).
+``discovery`` (files, excludes, .gitignore), ``summary`` (closing lines, settings), ``file_codes``,
+``trace_merge``, and ``commands`` (options, main). Reading, running and writing files is the
+session layer's (:mod:`flake8_xla.session`), which the language server shares.
 """
-from ..config import Settings
-from .commands import build_selector, main
+from .commands import main
 from .errors import UsageError
-from .running import FileResult, Job, run_file, run_files
 
-__all__ = ["FileResult", "Job", "Settings", "UsageError", "build_selector", "main", "run_file", "run_files"]
+__all__ = ["UsageError", "main"]

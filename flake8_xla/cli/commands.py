@@ -10,21 +10,20 @@ import sys
 from typing import List, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
+from ..session.cache import CACHE_DIR_NAME, ResultCache, resolve_cache_dir
 from ..config import (FORMATS, ConfigError, PerFileIgnores, Settings, check_target_version, discover, load_file, merge,
                       parse_per_file_ignores, parse_sync_functions)
 from ..documents import is_document
 from ..output.formats import RENDERERS, TEXT_FORMATS, docs_url, render_text
 from ..lifecycle.table import api_table
-from ..rules import rule_index
-from ..selection import CodeSelector
+from ..session.selection import CodeSelector, build_selector
 from ..versions import MIGRATIONS, forget_project_files
 from .discovery import FileFinder
 from .file_codes import FILE_CODES, explain_file_code
 from .errors import UsageError
-from .output import COLOR_CHOICES, display_name, emit, printable, wants_color
-from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, format_size, parse_size, read_file_bytes
-from .running import FileResult, Interrupted, Job, run_file, run_files
+from ..output.terminal import COLOR_CHOICES, display_name, emit, printable, wants_color
+from ..session.sources import DEFAULT_MAX_FILE_SIZE, decode_source, format_size, parse_size, read_file_bytes
+from ..session.running import FileResult, Interrupted, Job, run_file, run_files
 from .summary import check_note, fix_command, fix_summary, inferred_targets, plural, settings_report, statistics
 from .trace_merge import merge as merge_trace, read_trace, summary as trace_summary
 
@@ -249,15 +248,6 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
                  output_format=getattr(args, "output_format", None), assume_torch_xla=args.assume_torch_xla,
                  sync_functions=parse_sync_functions(args.sync_functions, "--sync-functions")
                  if args.sync_functions else None, migrate_to=getattr(args, "migrate_to", None))
-
-
-def build_selector(settings: Settings) -> CodeSelector:
-    """flake8's defaults: the plugin's prefix is selected; off-by-default codes only when a
-    select or extend-select prefix longer than that names them (``--extend-select XLA9``)."""
-    index = rule_index()  # from the rule files' names: no rule is imported before a file needs it
-    known = [code for code, _, _ in index]
-    off = tuple(code for code, _, opt_in in index if opt_in)
-    return CodeSelector(settings, known, ("XLA",), off)
 
 
 def _note(message: str) -> None:

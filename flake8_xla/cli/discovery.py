@@ -16,11 +16,11 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from ..config import Settings
 from ..documents import SUFFIXES
-from ..selection import path_matches
+from ..session.selection import path_matches
 from .errors import UsageError
 from .gitignore import GitIgnore
-from .output import display_name
-from .reading import describe_file_type
+from ..output.terminal import display_name
+from ..session.sources import describe_file_type
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 # the documents the documents layer reads, notebooks aside: searched in directories only with --include-docs

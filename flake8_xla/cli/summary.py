@@ -12,9 +12,9 @@ from ..rules import rule_index
 from ..lifecycle.table import latest_release
 from ..versions import Target, infer_target, project_root
 from .discovery import EXCLUDED_ANYWHERE, EXCLUDED_AT_ROOT
-from .output import display_name
-from .reading import format_size
-from .running import FileResult
+from ..output.terminal import display_name
+from ..session.sources import format_size
+from ..session.running import FileResult
 
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:

@@ -15,9 +15,9 @@ from typing import Dict, List, NamedTuple, Sequence, Set, Tuple
 
 from ..output.formats import Finding
 from ..rule import Diagnostic
-from ..selection import CodeSelector
+from ..session.selection import CodeSelector
 from .errors import UsageError
-from .output import display_name, printable
+from ..output.terminal import display_name, printable
 
 # the static rules whose findings a run can confirm or contradict: each says "this syncs every step"
 GRAPH_CODES = frozenset({"XLA301", "XLA302", "XLA303", "XLA304", "XLA307"})

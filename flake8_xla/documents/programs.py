@@ -131,9 +131,9 @@ def programs(document: Document, text: str) -> List[Program]:
 
 def lint_document(document: Document, text: str, target: Target, assume_xla: bool = False,
                   sync_functions: FrozenSet[str] = frozenset()
-                  ) -> List[Tuple[Program, List[Tuple[Diagnostic, Optional[bool]]]]]:
-    """Each program of a document with its raw diagnostics (in program coordinates) and their fix
-    safety (None: no fix); a program that cannot concern torch_xla has none."""
+                  ) -> List[Tuple[Program, List[Diagnostic]]]:
+    """Each program of a document with its raw diagnostics (in program coordinates, their fix
+    applicability set); a program that cannot concern torch_xla has none."""
     out = []
     for program in programs(document, text):
         if not concerns_xla(program.source, assume_xla, target.migrate_to):
@@ -144,7 +144,7 @@ def lint_document(document: Document, text: str, target: Target, assume_xla: boo
                                 sync_functions=sync_functions)
         if document.kind != "notebook":
             pairs = [(d, f) for d, f in pairs if not program.relates_blocks(d)]
-        out.append((program, [(d, None if f is None else f.safe) for d, f in pairs]))
+        out.append((program, [d for d, _ in pairs]))
     return out
 
 

@@ -1,4 +1,4 @@
-"""What the language server does with one open buffer, in the CLI's terms: lint it, fix one
+"""What the language server does with one open buffer, as the CLI's file jobs do it: lint it, fix one
 diagnostic, fix everything safe, add a ``# noqa``. No LSP type here: positions are the engine's
 (1-based lines, 0-based code-point columns), results are new texts by document URI.
 
@@ -12,9 +12,9 @@ import difflib
 import json
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ..cli.adding_noqa import add_noqa
-from ..cli.reading import DEFAULT_MAX_FILE_SIZE, format_size
-from ..cli.running import Job, assumes_torch_xla, run_file, target_for
+from ..session.adding_noqa import add_noqa
+from ..session.sources import DEFAULT_MAX_FILE_SIZE, format_size
+from ..session.running import Job, assumes_torch_xla, run_file, target_for
 from ..config import Settings
 from ..documents.programs import fix_document, lint_document
 from ..documents.reading import DocumentError, read_document
@@ -22,7 +22,7 @@ from ..engine import fix_one
 from ..fixing import Fix
 from ..output.formats import Finding
 from ..rule import Diagnostic
-from ..selection import CodeSelector
+from ..session.selection import CodeSelector
 
 # what a notebook cell's language must be for the cell to count as code (the CLI's reader skips the
 # other cells of the .ipynb; the rest of the document is the kernel's language, Python here)
@@ -140,7 +140,7 @@ class Linter:
         document = read_document(buffer.path, buffer.text)
         assume = assumes_torch_xla(self.settings, buffer.path)
         for number, (program, raw) in enumerate(lint_document(document, buffer.text, target, assume, sync)):
-            for diagnostic, _ in raw:
+            for diagnostic in raw:
                 located = program.locate(document, diagnostic)
                 if located is not None and (located.diagnostic, located.cell) == \
                         (reported.finding.diagnostic, reported.finding.cell):

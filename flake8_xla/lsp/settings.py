@@ -7,9 +7,8 @@ import os
 import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ..cli.commands import build_selector
 from ..config import CONFIG_FILES, ConfigError, Settings, check_target_version, discover, merge, split_list
-from ..selection import CodeSelector
+from ..session.selection import CodeSelector, build_selector
 from ..versions import check_migration
 from ..versions import forget_project_files
 

@@ -1,1 +1,2 @@
-"""Report formats: the CLI's (``formats``) and flake8's ``--format`` plugins (``flake8_formats``)."""
+"""Report formats: how findings are rendered (``formats``) and how text reaches a terminal
+(``terminal``: names on one line, colour, writes that never crash on an ASCII stream)."""

@@ -1,7 +1,7 @@
 """Output formats of the standalone CLI: text (concise, full), json, sarif, github.
 
 Every format renders the same :class:`Finding` records; the flake8 report formatters
-(:mod:`flake8_xla.output.flake8_formats`) build Findings from flake8's errors and reuse these renderers.
+(:mod:`flake8_xla.plugin.formatters`) build Findings from flake8's errors and reuse these renderers.
 """
 from __future__ import annotations
 
@@ -51,11 +51,17 @@ class Finding(NamedTuple):
 
     path: str  # as shown to the user (relative to the working directory when possible)
     diagnostic: Diagnostic  # line 1-based, col 0-based characters (in a notebook: within the cell)
-    fixable: bool = False  # `flake8-xla fix` can fix it (with --unsafe-fixes when not safe)
+    unsafe_fixes: bool = False  # the run counts an unsafe fix as one `fix` makes (--unsafe-fixes)
     cell: Optional[int] = None  # notebooks: the cell's 1-based position among all cells
     file_line: Optional[int] = None  # notebooks: the line of the .ipynb text holding the code line
     source_line: Optional[str] = None  # the physical line the diagnostic is on (--show-source), if known
     fix: Optional[SuggestedFix] = None  # its fix's edits, when asked for (SARIF) and `fixable`
+
+    @property
+    def fixable(self) -> bool:
+        """`flake8-xla fix` fixes it: its fix is safe, or unsafe and the run takes unsafe fixes."""
+        applicability = self.diagnostic.applicability
+        return applicability == "safe" or (applicability == "unsafe" and self.unsafe_fixes)
 
     @property
     def location(self) -> str:

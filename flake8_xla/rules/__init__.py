@@ -2,18 +2,16 @@
 ``api/xla101_removed_api.py`` holds XLA101 ``removed-api`` (a Python rule); the ast-grep pattern
 rules are data, so ``xla301_dynamic_shape_op.yml`` (XLA301 ``dynamic-shape-op``) sits in the
 top-level ``rules/`` with the tables (see flake8_xla/ruledata.py and patterns.py here).
-RULES lists them all in code order.
 
 The naming is mechanical, so ``rule_index()`` knows every code, name and whether it is opt-in
 (the XLA9xx family, and XLA001 as ruff's RUF100) from the file names alone: a run whose files all
-fail the pre-filter or hit the result cache never imports a rule. RULES is built on first use."""
-import importlib
+fail the pre-filter or hit the result cache never imports a rule. The rules themselves are gathered by
+registry.py, which the engine imports on first use."""
 import os
 import re
 from typing import List, Tuple
 
 from flake8_xla import ruledata
-from flake8_xla.rule import Rule
 
 _UNIT = re.compile(r"(xla(\d{3}))_(\w+)")
 _OPT_IN = ("XLA001", "XLA9")  # codes and prefixes
@@ -50,23 +48,3 @@ def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
         code = f"XLA{number}"
         found.append((code, words.replace("_", "-"), code.startswith(_OPT_IN)))
     return tuple(sorted(found))
-
-
-def _discover() -> tuple:
-    from flake8_xla.rules.patterns import pattern_rules  # ast-grep loads with the first rule run
-
-    found = []
-    for family, stem in python_units():
-        module = importlib.import_module(f"{__name__}.{family}.{stem}")
-        found.extend(obj for obj in vars(module).values()
-                     if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__
-                     and getattr(obj, "code", None))
-    found.extend(pattern_rules())
-    return tuple(sorted(found, key=lambda cls: cls.code))
-
-
-def __getattr__(name: str):
-    if name == "RULES":
-        rules = globals()["RULES"] = _discover()
-        return rules
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,13 +15,13 @@ import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis.project import OTHER_DEVICE, CallSite, ModuleSummary, OutgoingCall, Project, is_test_file, not_project
-from ..cache import file_digest
+from .cache import file_digest
 from ..prefilter import TOO_DEEP, might_match
 from ..fixing.lines import split_lines
 from ..lifecycle.table import api_table
 from ..rule import FileContext
 from ..versions import Target
-from .reading import DEFAULT_MAX_FILE_SIZE, decode_source, read_file_bytes
+from .sources import DEFAULT_MAX_FILE_SIZE, decode_source, read_file_bytes
 
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # a language server lives long: what was not found (or a project's scan) is looked at again after this

@@ -12,7 +12,8 @@ import os
 import re
 from typing import Callable, Iterable, Sequence, Tuple
 
-from .config import ConfigError, Settings
+from ..config import ConfigError, Settings
+from ..rules import rule_index
 
 
 def _longest(code: str, prefixes: Iterable[str]) -> int:
@@ -82,3 +83,12 @@ def _check_known(where: str, codes: Iterable[str], known: Sequence[str]) -> None
     for code in codes:
         if code != code.upper() or not any(k.startswith(code) for k in known):
             raise ConfigError(f"{where}: unknown code or prefix {code!r}; `flake8-xla rules` lists the codes")
+
+
+def build_selector(settings: Settings) -> CodeSelector:
+    """flake8's defaults: the plugin's prefix is selected; off-by-default codes only when a
+    select or extend-select prefix longer than that names them (``--extend-select XLA9``)."""
+    index = rule_index()  # from the rule files' names: no rule is imported before a file needs it
+    known = [code for code, _, _ in index]
+    off = tuple(code for code, _, opt_in in index if opt_in)
+    return CodeSelector(settings, known, ("XLA",), off)

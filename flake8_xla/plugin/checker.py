@@ -1,28 +1,21 @@
-"""The flake8 front-end: a thin adapter over :mod:`flake8_xla.engine`."""
+"""The flake8 checkers: a thin adapter over :mod:`flake8_xla.engine`."""
 from __future__ import annotations
 
 import ast
 import functools
 from typing import FrozenSet, Iterator, List, Optional, Tuple
 
-from . import __version__
-from .engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
-from .engine import too_deep_message as engine_too_deep_message
-from .lifecycle.table import api_table
-from .config import ConfigError, known_releases, parse_sync_functions
-from .versions import check_migration, check_target, forget_project_files, infer_target
+from .. import __version__
+from ..engine import TOO_DEEP, all_rules, concerns_xla, lint, lint_fixable
+from ..engine import too_deep_message as engine_too_deep_message
+from ..lifecycle.table import api_table
+from ..config import ConfigError, known_releases, parse_sync_functions
+from ..versions import check_migration, check_target, forget_project_files, infer_target
+from .fix_mark import FIX_REPORTING_FORMATS, marked
 
 # The rule data is loaded on the first file that passes the substring pre-filter (once per
 # process), so a run over code that never mentions torch_xla never pays for it (unless
 # --xla-assume-torch-xla says every file is torch_xla code).
-
-# flake8 report formatters (flake8_formats) that print whether `flake8-xla fix` fixes a diagnostic.
-# Only with one of them does the plugin build the fixes; plain flake8 runs never do.
-FIX_REPORTING_FORMATS = frozenset({"xla-json", "xla-sarif"})
-# How a diagnostic with a safe fix is marked in the text the plugin hands to flake8 (when a
-# FIX_REPORTING_FORMATS formatter is active): `XLA102 [*] message`, the CLI's text form. The text
-# is the only thing flake8 carries from its worker processes to the formatter, which strips the mark.
-SAFE_FIX_MARK = "[*] "
 
 
 @functools.lru_cache(maxsize=2)
@@ -52,7 +45,7 @@ class XlaChecker:
     assume_xla: bool = False
     sync_functions: FrozenSet[str] = frozenset()
     migrate_to: Optional[str] = None
-    report_fixes: bool = False  # mark diagnostics that have a safe fix (see SAFE_FIX_MARK)
+    report_fixes: bool = False  # mark each diagnostic's fix applicability (see fix_mark)
 
     def __init__(self, tree: ast.AST, lines: List[str], filename: str) -> None:
         self.tree = tree
@@ -116,10 +109,9 @@ class XlaChecker:
         if not concerns_xla(source, self.assume_xla, self.migrate_to):
             return
         try:
-            reported = self._fixable(source) if self.report_fixes else [
-                (d, False) for d in lint(self.lines, self.tree, self.filename, self.target_version,
-                                         _rules(self.off_by_default), assume_xla=True,
-                                         sync_functions=self.sync_functions, migrate_to=self.migrate_to)]
+            reported = self._fixable(source) if self.report_fixes else lint(
+                self.lines, self.tree, self.filename, self.target_version, _rules(self.off_by_default),
+                assume_xla=True, sync_functions=self.sync_functions, migrate_to=self.migrate_to)
         except TOO_DEEP as exc:
             # flake8 parsed the file, but it nests deeper than our recursive walks (or ast.unparse)
             # go: a limit of the input, like flake8's own E999 for nesting past the parser's limit
@@ -130,16 +122,16 @@ class XlaChecker:
         except Exception as exc:  # never crash flake8: report it where the user will see it
             yield 1, 0, f"XLA000 flake8-xla internal error, please report: {type(exc).__name__}: {exc}", type(self)
             return
-        for d, safe_fix in reported:
-            yield d.line, d.col, f"{d.code} {SAFE_FIX_MARK if safe_fix else ''}{d.message}", type(self)
+        for d in reported:
+            yield d.line, d.col, f"{d.code} {marked(d.message, d.applicability)}", type(self)
 
     def _fixable(self, source: str) -> list:
-        """The diagnostics, each with whether it has a safe fix: what `flake8-xla check` calls fixable."""
+        """The diagnostics with their fix applicability set."""
         target = infer_target(self.filename, self.target_version, api_table().latest)._replace(
             migrate_to=self.migrate_to)
         pairs, _ = lint_fixable(source, self.tree, self.filename, target, _rules(self.off_by_default),
                                 assume_xla=True, sync_functions=self.sync_functions)
-        return [(d, fix is not None and fix.safe) for d, fix in pairs]
+        return [d for d, _ in pairs]
 
 
 class XlaOptInChecker(XlaChecker):

@@ -9,31 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, ClassVar, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, ClassVar, Iterator, List, Optional, Sequence
 
 from flake8.formatting.base import BaseFormatter
 from flake8.statistics import Statistics
 from flake8.violation import Violation
 
-from .formats import Finding, render_json, render_sarif
-from ..plugin import SAFE_FIX_MARK
+from ..output.formats import Finding, render_json, render_sarif
 from ..rule import Diagnostic
-
-
-def _split_fix_mark(code: str, text: str) -> Tuple[str, bool]:
-    # With these formatters active the plugin marks XLA diagnostics that have a safe fix; another
-    # plugin's text is taken as it is.
-    if code.startswith("XLA") and text.startswith(SAFE_FIX_MARK):
-        return text[len(SAFE_FIX_MARK):], True
-    return text, False
+from .fix_mark import unmarked
 
 
 def finding_from_violation(error: Violation) -> Finding:
     # flake8 columns are 1-based, Diagnostic columns 0-based. `fixable` means what it means in
     # `flake8-xla check`: `flake8-xla fix` (without --unsafe-fixes) fixes it.
-    text, fixable = _split_fix_mark(error.code, error.text)
-    diagnostic = Diagnostic(error.line_number, max(error.column_number - 1, 0), error.code, text)
-    return Finding(error.filename, diagnostic, fixable=fixable)
+    text, applicability = unmarked(error.code, error.text)
+    diagnostic = Diagnostic(error.line_number, max(error.column_number - 1, 0), error.code, text,
+                            applicability=applicability)
+    return Finding(error.filename, diagnostic)
 
 
 class _DocumentFormatter(BaseFormatter):
@@ -66,10 +59,10 @@ class _DocumentFormatter(BaseFormatter):
         return None
 
     def show_statistics(self, statistics: Statistics) -> None:
-        # flake8 keeps each code's first text, which may carry the plugin's fix mark
+        # flake8 keeps each code's first text, which may carry the checker's fix mark
         for code in statistics.error_codes():
             for statistic in statistics.statistics_for(code):
-                statistic.message, _ = _split_fix_mark(code, statistic.message)
+                statistic.message, _ = unmarked(code, statistic.message)
         with self._writing_to_stderr():
             super().show_statistics(statistics)
 

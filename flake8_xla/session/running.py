@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..cache import Entry, ResultCache, content_key
+from .cache import Entry, ResultCache, content_key
 from ..config import Settings
 from ..documents import is_document
 # the engine (and, through it, the rules and their analyses) loads when a file is linted: not on a
@@ -19,11 +19,11 @@ from ..fixing.lines import split_lines
 from ..noqa import UNUSED_NOQA, file_is_exempt, filter_noqa, unknown_codes
 from ..rule import Diagnostic
 from ..rules import rule_index
-from ..selection import CodeSelector, path_matches
+from .selection import CodeSelector, path_matches
 from ..versions import Target, infer_target
 from .adding_noqa import add_noqa
-from .output import display_name, emit
-from .reading import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
+from ..output.terminal import display_name, emit
+from .sources import DEFAULT_MAX_FILE_SIZE, Source, decode_source, read_file_bytes, read_stdin_bytes
 from .writing import WriteRefused, unified_diff, write_preserving
 
 if TYPE_CHECKING:  # annotations; the module loads where a file is parsed
@@ -109,26 +109,30 @@ def _file_error(display: str, code: str, message: str, line: int = 1, col: int =
 def _raw_diagnostics(job: Job, path: str, text: str, tree: ast.Module, hooks_only: bool = False,
                      entry_functions: Optional[frozenset] = None
                      ) -> Tuple[Entry, Dict[str, str], Dict[Diagnostic, str]]:
-    """The diagnostics with their fix safety, and the project files whose summaries they used.
+    """The diagnostics (their fix applicability set), and the project files whose summaries they used.
     ``hooks_only``: the file is XLA code only through its framework hooks; ``entry_functions``: only
     through these functions, which the project's XLA code calls (see _run_file)."""
     from ..engine import lint_fixable
-    from .project import project_index
+    from .project_index import project_index
 
     project = project_index() if path != "-" else None
     if project is not None:
         project.begin(hooks_only, entry_functions)
     pairs, site = lint_fixable(text, tree, path, target_for(job, path), assume_xla=True,
                                sync_functions=job.settings.sync_functions, project=project)
-    raw = [(d, None if f is None else f.safe,
-            suggested_fix(text, site, d.code, f) if job.fix_edits and f is not None and (f.safe or job.unsafe) else None)
+    raw = [(d, suggested_fix(text, site, d.code, f) if job.fix_edits and _fixed_by(job, d) else None)
            for d, f in pairs]
     return raw, project.consulted() if project else {}, site.no_fix
 
 
+def _fixed_by(job: Job, diagnostic: Diagnostic) -> bool:
+    """Whether the job's fix run (with its --unsafe-fixes choice) fixes the diagnostic."""
+    return diagnostic.applicability == "safe" or (diagnostic.applicability == "unsafe" and job.unsafe)
+
+
 def _findings(job: Job, path: str, display: str, text: str, raw: Entry, whole: bool = True
               ) -> Tuple[List[Finding], int]:
-    """Selection and `# noqa` over the raw diagnostics (with their fix safety and suggested fix), and
+    """Selection and `# noqa` over the raw diagnostics (with their suggested fix), and
     the `# noqa` codes they leave unused (XLA001). ``whole``: the rules ran on the whole file (not only
     on its framework hooks or the functions the project's XLA code calls)."""
     lines = split_lines(text)
@@ -136,25 +140,22 @@ def _findings(job: Job, path: str, display: str, text: str, raw: Entry, whole: b
         return [], 0
     wanted = job.selector.for_file(path)
     chosen = [item for item in raw if wanted(item[0].code)]
-    kept = set(filter_noqa(lines, [d for d, _, _ in chosen]))
-    findings = []
-    for d, safe, fix in chosen:
-        if d in kept:
-            fixable = safe is not None and (safe or job.unsafe)
-            findings.append(Finding(display, d, fixable, fix=fix if fixable else None))
-    unsafe_only = sum(1 for d, safe, _ in chosen if d in kept and safe is False and not job.unsafe)
+    kept = set(filter_noqa(lines, [d for d, _ in chosen]))
+    findings = [Finding(display, d, job.unsafe, fix=fix if _fixed_by(job, d) else None)
+                for d, fix in chosen if d in kept]
+    unsafe_only = sum(1 for d, _ in chosen if d in kept and d.applicability == "unsafe" and not job.unsafe)
     if whole and wanted(UNUSED_NOQA):
         from ..engine import unused_noqa
         from ..fixing import FixSite
-        from .project import project_index
+        from .project_index import project_index
 
         project = project_index() if path != "-" else None
         if project is not None:
             project.begin()
-        for d, fix in unused_noqa(text, path, target_for(job, path), [d for d, _, _ in chosen], wanted,
+        for d, fix in unused_noqa(text, path, target_for(job, path), [d for d, _ in chosen], wanted,
                                   sync_functions=job.settings.sync_functions, project=project, reported=True):
             suggested = suggested_fix(text, FixSite(text, None, None, None), d.code, fix) if job.fix_edits else None
-            findings.append(Finding(display, d, True, fix=suggested))
+            findings.append(Finding(display, d, job.unsafe, fix=suggested))
         findings.sort(key=lambda f: f.diagnostic)
     return findings, unsafe_only
 
@@ -204,7 +205,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
     if not concerns_xla(text, assume_xla, job.settings.migrate_to):
         if name == "-":
             return result
-        from .project import may_hold_framework_hooks, project_index
+        from .project_index import may_hold_framework_hooks, project_index
 
         if may_hold_framework_hooks(text) and project_index().trains_on_xla(name):
             assume_xla = hooks_only = True  # a LightningModule / Trainer subclass of a project that trains on XLA
@@ -228,7 +229,7 @@ def _run_file(job: Job, path: str, stdin_bytes: Optional[bytes] = None, text: Op
             return result
     scanned: Dict[str, str] = {}
     if through_project:
-        from .project import project_index
+        from .project_index import project_index
 
         project = project_index()
         project.begin()
@@ -298,12 +299,17 @@ def _fix_file(job: Job, path: str, name: str, display: str, source: Source, tree
     written = _apply_fix(job, path, display, source, outcome.source, outcome.fixed, result)
     if written or job.diff:
         result.fix_notes = list(outcome.notes)
-        result.fixed_findings = [Finding(display, d) for d, first in outcome.fixed_diagnostics if first]
+        result.fixed_findings = [_fixed(display, d) for d, first in outcome.fixed_diagnostics if first]
     if not written:
         return source.text, tree  # not written (--diff, or the write failed): report against the file as it is
     import ast
 
     return outcome.source, ast.parse(outcome.source)
+
+
+def _fixed(display: str, diagnostic: Diagnostic, **where) -> Finding:
+    """A finding a fix has fixed: nothing is left to fix (no `[*]`)."""
+    return Finding(display, diagnostic._replace(applicability=None), **where)
 
 
 def _apply_fix(job: Job, path: str, display: str, source: Source, new_text: str, fixed: Counter,
@@ -393,7 +399,7 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
             written = fixed.text != text and _apply_fix(job, path, display, source, fixed.text, fixed.fixed, result)
             if written or (job.diff and result.diff):
                 result.fix_notes = list(fixed.notes)
-                result.fixed_findings = [Finding(display, at.diagnostic, cell=at.cell, file_line=at.file_line)
+                result.fixed_findings = [_fixed(display, at.diagnostic, cell=at.cell, file_line=at.file_line)
                                          for at in fixed.fixed_findings]
             if written:
                 text, document = fixed.text, read_document(name, fixed.text)
@@ -403,9 +409,9 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
     if job.add_noqa:
         result.notes.append(f"{display}: --add-noqa leaves notebooks and documents alone")
     file_lines = split_lines(text)
-    for program, pairs in lint_document(document, text, target, assume_xla, job.settings.sync_functions):
+    for program, diagnostics in lint_document(document, text, target, assume_xla, job.settings.sync_functions):
         # a document's fixes are edits of its blocks, not of the file: none is suggested
-        findings, unsafe = _findings(job, name, display, program.source, [(d, safe, None) for d, safe in pairs])
+        findings, unsafe = _findings(job, name, display, program.source, [(d, None) for d in diagnostics])
         result.unsafe_available += unsafe
         program_lines = split_lines(program.source)
         for finding in findings:
@@ -417,7 +423,7 @@ def _run_document(job: Job, path: str, name: str, display: str, source: Source, 
                 lines, number = ((program_lines, finding.diagnostic.line) if located.cell is not None
                                  else (file_lines, located.diagnostic.line))
                 source_line = lines[number - 1] if 0 < number <= len(lines) else None
-            result.findings.append(Finding(display, located.diagnostic, finding.fixable, located.cell,
+            result.findings.append(Finding(display, located.diagnostic, job.unsafe, located.cell,
                                            located.file_line, source_line))
     result.findings.sort(key=lambda f: (f.cell or 0, f.diagnostic))
     return result
@@ -512,7 +518,7 @@ def run_files(job: Job, files: Sequence[str], jobs: int) -> List[FileResult]:
 
 
 def _run_files(job: Job, files: Sequence[str], jobs: int, results: List[FileResult]) -> None:
-    project = sys.modules.get(f"{__package__}.project")  # imported by the first file linted, not by a cached run
+    project = sys.modules.get(f"{__package__}.project_index")  # imported by the first file linted, not by a cached run
     if project is not None:
         project.reset_project_index()  # one view of the project per run (workers inherit it on fork, then fill their own)
     stdin_bytes = None

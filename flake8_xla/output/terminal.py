@@ -1,4 +1,4 @@
-"""How the CLI prints: names that stay on one line and survive any output encoding, whether to
+"""How text reaches a terminal: names that stay on one line and survive any output encoding, whether to
 colour, and writes that never crash on an ASCII stdout."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ An entry is keyed by a hash of everything its diagnostics depend on: the file's 
 torch_xla target it was judged against, the options that change what is reported before
 selection (``assume-torch-xla``), and a fingerprint of flake8-xla's own code and rule data. The
 path is not part of the key, so a cache committed or copied to another checkout stays right, and
-changed content is never served; the path only lets a file's new entry replace its old one. It stores every diagnostic with its fix safety, before selection
+changed content is never served; the path only lets a file's new entry replace its old one. It stores every diagnostic with its fix applicability, before selection
 and `# noqa`, so changing ``--select`` or a comment never needs a re-lint of other files. An
 entry also lists the other files of the project its lint read summaries of (a helper in
 ``utils.py``), each with a hash of its content: it is served only while they are unchanged.
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import flake8_xla
 
-from . import __version__, ruledata, stash
-from .rule import LEVELS, Diagnostic
+from .. import __version__, ruledata, stash
+from ..rule import APPLICABILITIES, LEVELS, Diagnostic
 
 if TYPE_CHECKING:  # what a check run makes of a fix for SARIF; the cache stores none
-    from .output.formats import SuggestedFix
+    from ..output.formats import SuggestedFix
 
 try:
     from _blake2 import blake2b  # what hashlib would give, without loading OpenSSL (~3 ms a start)
@@ -35,12 +35,14 @@ except ImportError:  # another Python implementation
     from hashlib import blake2b
 
 CACHE_DIR_NAME = ".flake8_xla_cache"
-FORMAT = 4  # the layout of a results file; another number is another layout (4: diagnostics keep end, level and help)
+# the layout of a results file; another number is another layout (4: diagnostics keep end, level and
+# help; 5: a diagnostic's fix applicability, "safe"/"unsafe"/null, instead of true/false/null)
+FORMAT = 5
 MAX_ENTRIES = 20000  # least recently used entries beyond this are dropped on save
-# each diagnostic with its fix safety (True safe, False unsafe, None no fix) and the fix's edits when
-# the run asked for them (SARIF). Edits cost two parses per fix and are not stored: entries hold None,
-# and a run that wants edits does not use the cache.
-Entry = List[Tuple[Diagnostic, Optional[bool], Optional["SuggestedFix"]]]
+# each diagnostic (its fix applicability set) and the fix's edits when the run asked for them (SARIF).
+# Edits cost two parses per fix and are not stored: entries hold None, and a run that wants edits
+# does not use the cache.
+Entry = List[Tuple[Diagnostic, Optional["SuggestedFix"]]]
 
 # what flake8-xla's behaviour is made of: its code and the rule data shipped beside it
 _FINGERPRINTED = (".py", ".yaml", ".yml", ".json")
@@ -168,13 +170,14 @@ def _diagnostics(raw: object) -> Optional[Entry]:
     for item in raw:
         if not (isinstance(item, list) and len(item) == 9):
             return None
-        line, col, code, message, end_line, end_col, level, help, safe = item
+        line, col, code, message, end_line, end_col, level, help, applicability = item
         if not (_position(line, col) and isinstance(code, str) and isinstance(message, str)
                 and (_position(end_line, end_col) or end_line is end_col is None)
                 and (level is None or level in LEVELS) and (help is None or isinstance(help, str))
-                and safe in (True, False, None)):
+                and (applicability is None or applicability in APPLICABILITIES)):
             return None
-        out.append((Diagnostic(line, col, code, message, end_line, end_col, level, help), safe, None))
+        out.append((Diagnostic(line, col, code, message, end_line, end_col, level, help,
+                               applicability=applicability), None))
     return out
 
 
@@ -249,7 +252,8 @@ class ResultCache:
         if old is not None and old != key:
             self.entries.pop(old, None)  # the file changed (or its target/options did): one entry per file
         self.keys[path] = key
-        stored = [[*d[:8], safe] for d, safe, _ in diagnostics]  # the fields _diagnostics reads: not Diagnostic.data
+        # the fields _diagnostics reads: not Diagnostic.data
+        stored = [[*d[:8], d.applicability] for d, _ in diagnostics]
         self.entries[key] = {"used": self.run, "path": path, "diagnostics": stored}
         if deps:
             self.entries[key]["deps"] = dict(deps)
