@@ -1,5 +1,6 @@
 """Generated documentation must be fresh: a rule or table change without regenerating fails here."""
 import pathlib
+import re
 
 from flake8_xla import docs
 from flake8_xla.engine import all_rules
@@ -108,3 +109,17 @@ def test_the_runtime_page_names_each_replaced_api_once_per_companion() -> None:
         if line.startswith("| `xla_compat."):
             replaced = line.rstrip(" |").rsplit(" | ", 1)[-1].split("<br>")
             assert len(replaced) == len(set(replaced)), line[:80]
+
+
+def named_paths(text: str) -> list:
+    """The repository paths a page names (``flake8_xla/rules/<family>/xlaNNN_kebab_name.py``), as globs."""
+    found = re.findall(r"\b((?:flake8_xla|rules|tests|xla_compat|benchmarks|docs|tools|sweep)/[\w/<>.-]*)", text)
+    return sorted({re.sub(r"<\w+>|NNN_kebab_name|NNN", "*", path).rstrip(".") for path in found})
+
+
+def test_the_contributor_guide_names_only_paths_that_exist() -> None:
+    paths = named_paths((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+    assert len(paths) > 30
+    assert [path for path in paths if not list(ROOT.glob(path))] == []
+    assert named_paths("see `flake8_xla/rules/<family>/xlaNNN_kebab_name.py` and flake8_xla/gone.py.") == [
+        "flake8_xla/gone.py", "flake8_xla/rules/*/xla*.py"]
