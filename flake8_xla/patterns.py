@@ -24,7 +24,7 @@ import flake8_xla.rules as rule_units  # the package only: its RULES load on fir
 from .rule import Diagnostic, Example, FileContext, Level, Rule, character_column
 from .analysis.semantic import SemanticModel
 from .analysis.tensors import TensorFacts
-from .analysis.loops import StepRegions
+from .analysis.off_xla import OffXla
 from .analysis.syntax import NodeIndex
 
 
@@ -190,7 +190,7 @@ class _Expressions:
     def never_on_xla(self, node) -> bool:
         """Whether the match sits in code that never runs on XLA (a CUDA-only branch or class)."""
         expr = self.at(node)
-        return expr is not None and id(expr) in self.ctx.get(StepRegions).never_on_xla
+        return expr is not None and id(expr) in self.ctx.get(OffXla).nodes
 
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""
