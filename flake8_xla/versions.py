@@ -39,15 +39,26 @@ class _LazyPattern:
         return getattr(self._compiled, name)
 
 
-_VERSION_RE = _LazyPattern(r"^\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:[.+-]?\w*)*\s*$")
+_RELEASE_RE = _LazyPattern(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+# a whole version text: the release, then local or pre-release parts (``+cpu``, ``rc1``, ``.dev2023``)
+_VERSION_RE = _LazyPattern(r"^\s*v?\d+\.\d+[\w.+-]*\s*$")
+
+
+def release_numbers(text: str) -> Optional[Tuple[int, int, int]]:
+    """The (major, minor, patch) a text starts with: ``"2.8"`` -> (2, 8, 0), ``"v2.8.1+cpu"`` -> (2, 8, 1),
+    ``"2.8 or later"`` -> (2, 8, 0); None when it does not start with MAJOR.MINOR."""
+    match = _RELEASE_RE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 def parse_version(text: str) -> Version:
     """Parse ``"2.8"``, ``"2.8.1"`` or ``"2.9.0+cpu"`` into ``Version(2, 8)``."""
-    match = _VERSION_RE.match(str(text))
-    if not match:
+    numbers = release_numbers(str(text))
+    if numbers is None or not _VERSION_RE.match(str(text)):
         raise ValueError(f"not a torch_xla version: {text!r} (expected MAJOR.MINOR, e.g. 2.8)")
-    return Version(int(match.group(1)), int(match.group(2)))
+    return Version(numbers[0], numbers[1])
 
 
 # where code can be moving to (``--migrate-to``): the XLA5xx rules speak for "torchtpu"

@@ -199,55 +199,6 @@ def test_companion_modules_import_each_other_at_module_level_without_a_cycle() -
     assert "supervisor" not in set().union(*(edges.get(m, set()) for m in ("runtime", "resume", "collectives")))
 
 
-RULES = PACKAGE / "rules"
-# how a file is understood is a shared fact of flake8_xla/analysis/, reached through ctx.get(...):
-# a rule file never walks the file itself nor keeps a fact of its own
-TREE_WALKS = {"walk", "iter_child_nodes", "parents", "NodeVisitor", "NodeTransformer"}
-
-
-def analysis_in_rule_files():
-    """(rule file, line, what) for each tree walk, parent map or class besides the rule in a rule file.
-    The shared ``walk`` on a node the rule is deciding about (a loop, a test) is allowed; on the
-    whole file (``walk([ctx.tree])``) it is not."""
-    for path in sorted(RULES.glob("*/xla*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
-            if not _rule_or_record(cls):
-                yield path.name, cls.lineno, f"class {cls.name}"
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ast" \
-                    and node.attr in TREE_WALKS:
-                yield path.name, node.lineno, f"ast.{node.attr}"
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TREE_WALKS:
-                whole = any(isinstance(n, ast.Attribute) and n.attr == "tree" or isinstance(n, ast.Name)
-                            and n.id == "tree" for n in ast.walk(node))
-                if node.func.id != "walk" or whole:
-                    yield path.name, node.lineno, f"{node.func.id}(...) of the whole file"
-
-
-def _rule_or_record(cls: ast.ClassDef) -> bool:
-    """The rule itself, or a NamedTuple: a finding's parts, not a fact computed from the file."""
-    bases = {getattr(base, "id", getattr(base, "attr", None)) or "" for base in cls.bases}
-    return any(name.endswith("Rule") for name in bases) or bases == {"NamedTuple"}
-
-
-def test_rule_files_hold_no_analysis() -> None:
-    assert list(analysis_in_rule_files()) == []
-
-
-def test_the_check_for_analysis_in_rule_files_can_fail(tmp_path, monkeypatch) -> None:
-    (tmp_path / "heuristics").mkdir()
-    (tmp_path / "heuristics" / "xla999_example.py").write_text(
-        "import ast\nfrom flake8_xla.analysis.syntax import walk\n\nclass Example(Rule):\n"
-        "    def check(self, ctx):\n        nodes = walk([ctx.tree])\n        more = ast.walk(ctx.tree)\n"
-        "        ok = walk([nodes[0]])\n\nclass _Fact:\n    pass\n\n"
-        "class Found(NamedTuple):\n    node: ast.AST\n\nclass Renamed(LifecycleRule):\n    pass\n", encoding="utf-8")
-    monkeypatch.setattr(sys.modules[__name__], "RULES", tmp_path)
-    assert list(analysis_in_rule_files()) == [
-        ("xla999_example.py", 10, "class _Fact"), ("xla999_example.py", 6, "walk(...) of the whole file"),
-        ("xla999_example.py", 7, "ast.walk")]
-
-
 def test_no_file_context_outlives_its_lint() -> None:
     """A fact cached outside the context that holds the context (a weak-keyed map whose value keeps its
     key) keeps every file's tree alive: a cold run over a project grew 30% slower from one."""

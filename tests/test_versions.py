@@ -7,7 +7,7 @@ import pytest
 
 from flake8_xla import versions
 from flake8_xla.engine import lint_source
-from flake8_xla.versions import Version, infer_target, parse_version, requirement_floor
+from flake8_xla.versions import Version, infer_target, parse_version, release_numbers, requirement_floor
 
 XM = "import torch_xla.core.xla_model as xm\n"
 XR = "import torch_xla.runtime as xr\n"
@@ -85,10 +85,25 @@ def test_parse_version(text: str, version: Version) -> None:
     assert parse_version(text) == version
 
 
-@pytest.mark.parametrize("text", ["", "two", "2", "latest"])
+@pytest.mark.parametrize("text", ["", "two", "2", "latest", "2.8 or later", "2.8.*"])
 def test_parse_version_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="not a torch_xla version"):
         parse_version(text)
+
+
+def test_parse_version_rejects_a_long_tail_at_once() -> None:
+    """The whole-text check is linear: it backtracked over a tail of letters, each letter doubling its time."""
+    with pytest.raises(ValueError, match="not a torch_xla version"):
+        parse_version("2.8" + "a" * 64 + "!")
+
+
+@pytest.mark.parametrize("text, numbers", [
+    ("2.8", (2, 8, 0)), ("v2.8.1+cpu", (2, 8, 1)), (" 2.10rc1", (2, 10, 0)), ("2.8 or later", (2, 8, 0)),
+    ("2.8.*", (2, 8, 0)), ("2", None), ("x2.8", None),
+])
+def test_release_numbers_read_the_start(text: str, numbers) -> None:
+    """What a release check compares (``torch_xla.__version__ >= "2.8.1"``): the numbers a text starts with."""
+    assert release_numbers(text) == numbers
 
 
 @pytest.mark.parametrize("requirement, floor", [

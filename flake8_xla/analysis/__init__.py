@@ -1,4 +1,36 @@
-"""Facts about one file, computed once and shared by every rule through ``ctx.get(Fact)``:
-syntax (nodes by type, scopes), the semantic model (names, imports, release guards), values
-(what an expression holds), flow (positions, bindings, wraps), step regions and FSDP facts.
-Each module imports only the ones before it in that list."""
+"""Facts about one file, computed once and shared by every rule through ``ctx.get(Fact)``. A rule unit
+holds its check's decision and its wording; the questions below are answered here, one a module
+(tests/test_rule_units.py keeps tree walks, parent maps and fact classes out of the rule files). The
+layer imports nothing of flake8_xla but versions and rule (tests/test_layers.py).
+
+Syntax and names:
+  syntax        nodes by type, scopes, parents and what sits around a node
+  releases      which branches of a test on the torch_xla release are compat code on the target
+  semantic      what each name and attribute chain refers to (qualified names), and what is compat code
+  reads         what copies a device value to the host
+  devices       which calls and literals name the XLA device
+  environment   which environment variables the file sets
+Control flow and values:
+  flow          where a statement sits, what surely runs before it, bindings, FSDP wraps
+  backends      which backend a test selects
+  hooks         framework hooks that run once per batch
+  project       the other modules of the project: their function summaries and call sites
+  summaries     those summaries, made from one module's tree
+  calls         which function of another module a call runs
+  tensors       what an expression holds (device tensor, host tensor, host value, module)
+  callgraph     the file's own functions, which of them a call runs, and which defs reach one
+Step regions and launches:
+  loops         which code runs once per step (training and model loops, compiled functions, hooks)
+  xla_scopes    which code surely runs on the XLA device
+  computations  which nodes surely compile and run a graph on the device
+  launches      which processes the file starts and what runs in them
+  ranks         which code runs on every rank, and what a rank check restricts
+Domain facts:
+  placement     what is on the XLA device, since when
+  availability  where the file asks whether torch_xla is there
+  wraps         FSDP wrappers the file gets from helpers; helpers that all-reduce gradients
+  fsdp          FSDP, SPMD and checkpoint-save facts (and the XLA2xx examples' import headers)
+  checkpoints   checkpoint managers, sharded models and training loops around a save
+  loaders       what a DataLoader feeds and draws from
+  ties          which statement ties parameters
+"""

@@ -1,6 +1,6 @@
-"""Checkpoint facts shared by the XLA4xx rules (and XLA904): which checkpoint managers a file
-builds and which receiver holds one, which models are SPMD-sharded in a scope, and which loops
-are training loops or hold one.
+"""Checkpoint managers and what is around a save: which checkpoint managers a file builds and which
+receiver holds one, which models are SPMD-sharded in a scope, and which loops are training loops or
+hold one.
 
 Same-scope evidence only, like the FSDP facts: a manager or a model that comes from a parameter, a
 factory or another module stays unknown and the rules stay silent. ``self.<attr>`` is followed

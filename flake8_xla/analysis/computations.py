@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from typing import List, Optional, Tuple
 
+from .callgraph import LocalFunctions
 from .flow import FlowFacts, argument, is_constant, within
 from .loops import COMPILED, LOOPS, SYNCS, StepRegions
 from .reads import READ_METHODS
@@ -120,4 +121,4 @@ class DeviceComputations(Fact):
         compiled = self.regions.compiled_functions
         return any(compiled.get(id(fn)) == COMPILED and any(
             self.regions.compile_kind(d) == COMPILED for d in fn.decorator_list)
-            for fn in self.regions.local.targets(call))
+            for fn in self.ctx.get(LocalFunctions).targets(call))

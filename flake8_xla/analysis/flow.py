@@ -580,6 +580,19 @@ class FlowFacts:
             return None
         return found
 
+    def outer_wraps(self, kind: str) -> Dict[int, Wrap]:
+        """id(call) of each ``kind`` wrap that is nested into another ``kind`` wrap -> the first such one
+        (see :meth:`nested_in`)."""
+        wraps = [w for w in self.wraps if w.kind == kind]
+        out: Dict[int, Wrap] = {}
+        if len(wraps) < 2:
+            return out
+        for inner in wraps:
+            outer = next((o for o in wraps if o is not inner and self.nested_in(inner, o)), None)
+            if outer is not None:
+                out[id(inner.call)] = outer
+        return out
+
     def nested_in(self, inner: Wrap, outer: Wrap) -> bool:
         """Whether the wrapper bound by ``inner`` is, for sure, part of the module ``outer`` wraps:
         assigned onto it (``m.layer = FSDP(m.layer)`` then ``FSDP(m)``), passed to its constructor

@@ -1,10 +1,9 @@
-"""FSDP and SPMD facts shared by the XLA2xx rules.
+"""FSDP, SPMD and checkpoint-save facts.
 
-What the rules must agree on, kept in one place: the qualified names of torch_xla's checkpoint,
-consolidation and SPMD APIs; the checkpoint facts of a file (which saves write an FSDPv1
-model's sharded state, and whether a path holds the rank); whether code belongs to the file's own
-program; and the import headers that the rules' examples share. Control flow (positions, run
-order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
+The qualified names of torch_xla's checkpoint, consolidation and SPMD APIs; the checkpoint facts of a
+file (which saves write an FSDPv1 model's sharded state, and whether a path holds the rank); whether code
+belongs to the file's own program; and the import headers that the rules' examples share. Control flow
+(positions, run order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import ast
 import functools
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
+from .callgraph import LocalFunctions
 from .flow import PARTIAL, FlowFacts, argument, is_constant, is_main_guard
-from .loops import StepRegions
 from .semantic import SemanticModel
 from .syntax import Fact, NodeIndex, walk
 from .tensors import TensorFacts
@@ -66,7 +66,7 @@ class Launches(Fact):
         target = launch.target
         if target is None or self.ctx.get(FlowFacts).qualname(target) is not None:
             return []
-        return self.ctx.get(StepRegions).local.functions.get(target.id, [])
+        return self.ctx.get(LocalFunctions).functions.get(target.id, [])
 
     @functools.cached_property
     def reached(self) -> Tuple[Dict[int, str], Dict[Tuple[int, str], ast.expr]]:
@@ -75,7 +75,7 @@ class Launches(Fact):
         words that say why; and (id(launched def), parameter) -> what the launch passes it (``args=``)."""
         why: Dict[int, str] = {}
         passed: Dict[Tuple[int, str], ast.expr] = {}
-        local = self.ctx.get(StepRegions).local
+        local = self.ctx.get(LocalFunctions)
         chain: Dict[int, List[str]] = {}  # id(def) -> its name, then its callers' back to the launched one
         launched: Dict[int, str] = {}  # id(def) -> "runs in every process that ... starts"
         pending: List[ast.AST] = []

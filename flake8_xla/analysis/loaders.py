@@ -7,8 +7,8 @@ import ast
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from .callgraph import LocalFunctions
 from .flow import FlowFacts, argument, dotted, is_constant
-from .loops import StepRegions
 from .semantic import Reference, SemanticModel
 from .syntax import Fact, NodeIndex, Parents, walk
 from .tensors import TensorFacts
@@ -131,7 +131,7 @@ class DataLoaders(Fact):
     def _indexed_class(self, name: str) -> bool:
         """A class of the file with ``__getitem__`` (its own or a local base's) that is no iterable dataset,
         or one derived from a torchvision dataset."""
-        local = self.ctx.get(StepRegions).local
+        local = self.ctx.get(LocalFunctions)
         cls = local.classes.get(name)
         flow = self.ctx.get(FlowFacts)
         seen: Set[int] = set()

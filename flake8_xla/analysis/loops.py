@@ -1,4 +1,4 @@
-"""Per-step loop detection for the graph rules (XLA3xx), part of the shared semantic layer.
+"""Step regions: which code runs once per step. Part of the shared semantic layer.
 
 A training loop is a ``for``/``while`` loop whose own body (nested functions and inner loops
 excluded) calls ``.backward()``, an optimizer's ``.step()`` or ``xm.optimizer_step``, itself or
@@ -18,12 +18,13 @@ import os
 import re
 from typing import Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set
 
+from .callgraph import LocalFunctions
 from .flow import dotted
-from .syntax import Fact, walk
-from .semantic import SemanticModel
+from .off_xla import OffXla
+from .syntax import LOOPS, SCOPES, Fact, walk
+from .semantic import QualifiedNames, SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
-from .backends import BranchesOffXla
 from .calls import ProjectCalls
 from .project import OTHER_DEVICE, is_test_file
 from .hooks import EVALUATION, TRAINING, FrameworkHooks
@@ -32,9 +33,7 @@ from .hooks import EVALUATION, TRAINING, FrameworkHooks
 STEP_MARKERS: FrozenSet[str] = frozenset({"torch_xla.core.xla_model.optimizer_step", "xla_compat.optimizer_step"})
 # calls that cut the graph and hand it to the device
 SYNCS: FrozenSet[str] = frozenset({"torch_xla.sync", "torch_xla.core.xla_model.mark_step", "xla_compat.sync"})
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 class StepLoop(NamedTuple):
@@ -160,123 +159,6 @@ def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
     return walk(nodes, SCOPES)
 
 
-class LocalFunctions:
-    """The file's own functions and methods, and which of them a call runs. Resolution is strict
-    (for facts that make a rule speak): a plain name that is no import, ``self.m()`` / ``cls.m()``
-    in a method (the class and its bases in this file), ``Class.m()``, and ``obj.m()`` on a module
-    whose class is the file's only nn.Module defining ``m``. ``loose`` (for facts that make a rule
-    stay silent, such as a sync in a helper) also takes ``anything.m()`` for every ``m`` of the file."""
-
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx
-        self.functions: Dict[str, List[ast.AST]] = {}  # plain (non-method) defs by name
-        self.methods: Dict[str, List[ast.AST]] = {}  # methods by name
-        self.classes: Dict[str, ast.ClassDef] = {}
-        self.owner: Dict[int, ast.ClassDef] = {}  # id(method) -> its class
-        for cls in ctx.get(NodeIndex).of(ast.ClassDef):
-            self.classes.setdefault(cls.name, cls)
-            for stmt in cls.body:
-                if type(stmt) in _DEFS:
-                    self.owner[id(stmt)] = cls
-                    self.methods.setdefault(stmt.name, []).append(stmt)
-        for fn in ctx.get(NodeIndex).of(*_DEFS):
-            if id(fn) not in self.owner:
-                self.functions.setdefault(fn.name, []).append(fn)
-        self._callers: Dict[tuple, Dict[int, List[ast.AST]]] = {}
-
-    def defs(self) -> List[ast.AST]:
-        return self.ctx.get(NodeIndex).of(*_DEFS)
-
-    def targets(self, call: ast.Call, loose: bool = False) -> List[ast.AST]:
-        func = call.func
-        if type(func) is ast.Name:
-            if self.ctx.get(StepRegions).qualnames.get(id(func)) is not None:
-                return []  # an imported function
-            return self.functions.get(func.id, [])
-        if type(func) is not ast.Attribute or func.attr not in self.methods and not loose:
-            return []
-        name, value = func.attr, func.value
-        found: List[ast.AST] = []
-        if type(value) is ast.Name and value.id in ("self", "cls"):
-            cls = self._class_around(call)
-            if cls is not None:
-                found = self._methods_of(cls, name)
-        elif type(value) is ast.Name and value.id in self.classes:
-            found = self._methods_of(self.classes[value.id], name)
-        elif name in self.methods:
-            tensors = self.ctx.get(TensorFacts)
-            owners = {id(self.owner[id(m)]) for m in self.methods[name] if tensors.is_module_class(self.owner[id(m)])}
-            if len(owners) == 1 and tensors.kind(value) == "module":
-                found = [m for m in self.methods[name] if id(self.owner[id(m)]) in owners]
-        if loose and not found:
-            found = self.methods.get(name, []) + self.functions.get(name, [])
-        return found
-
-    def _class_around(self, node: ast.AST) -> Optional[ast.ClassDef]:
-        index = self.ctx.get(NodeIndex)
-        scope = index.scope_of(node)
-        for candidate in [scope] + index.enclosing(scope):
-            cls = self.owner.get(id(candidate))
-            if cls is not None:
-                return cls
-        return None
-
-    def _methods_of(self, cls: ast.ClassDef, name: str, seen: Optional[Set[int]] = None) -> List[ast.AST]:
-        seen = seen if seen is not None else set()
-        if id(cls) in seen:
-            return []
-        seen.add(id(cls))
-        own = [m for m in self.methods.get(name, ()) if self.owner[id(m)] is cls]
-        if own:
-            return own
-        for base in cls.bases:
-            if type(base) is ast.Name and base.id in self.classes:
-                found = self._methods_of(self.classes[base.id], name, seen)
-                if found:
-                    return found
-        return []
-
-    def reaching(self, direct: Set[int], loose: bool = False, enter_loops: bool = True) -> Set[int]:
-        """id() of the defs in ``direct`` and of every def that calls one of them, directly or
-        through others (a call inside a loop of the caller counts only with ``enter_loops``)."""
-        if not direct:
-            return set()
-        callers = self._caller_graph(loose, enter_loops)
-        out, stack = set(direct), list(direct)
-        while stack:
-            for caller in callers.get(stack.pop(), ()):
-                if id(caller) not in out:
-                    out.add(id(caller))
-                    stack.append(id(caller))
-        return out
-
-    def _caller_graph(self, loose: bool, enter_loops: bool) -> Dict[int, List[ast.AST]]:
-        """id(def) -> the defs whose own body calls it (one pass over the file's calls)."""
-        key = (loose, enter_loops)
-        graph = self._callers.get(key)
-        if graph is None:
-            graph = self._callers[key] = {}
-            index, in_loops = self.ctx.get(NodeIndex), set() if enter_loops else self._calls_in_loops
-            defs = set(map(id, self.defs()))
-            for call in self.ctx.get(NodeIndex).of(ast.Call):
-                if id(call) in in_loops:
-                    continue
-                caller = index.scope_of(call)
-                if id(caller) in defs:
-                    for target in self.targets(call, loose):
-                        graph.setdefault(id(target), []).append(caller)
-        return graph
-
-    @functools.cached_property
-    def _calls_in_loops(self) -> Set[int]:
-        """id() of the calls inside a loop of their own scope."""
-        out: Set[int] = set()
-        for loop in self.ctx.get(NodeIndex).of(*LOOPS):
-            if id(loop) not in out:
-                out.update(id(n) for n in walk(loop.body + loop.orelse, SCOPES))
-        return out
-
-
 class StepRegions(Fact):
     """Which region, if any, runs a node once per step. Code under ``if ... % ...:`` (throttled),
     code that runs once or never on XLA, and nested functions and lambdas (callbacks such as
@@ -286,14 +168,6 @@ class StepRegions(Fact):
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-
-    @functools.cached_property
-    def qualnames(self) -> Dict[int, str]:
-        return {id(r.node): r.qualname for r in self.ctx.get(SemanticModel).references if not r.is_import}
-
-    @functools.cached_property
-    def local(self) -> LocalFunctions:
-        return LocalFunctions(self.ctx)
 
     @functools.cached_property
     def periodic(self) -> FrozenSet[str]:
@@ -312,16 +186,16 @@ class StepRegions(Fact):
     def stepping_functions(self) -> Set[int]:
         """id() of the file's functions that run a training step once per call (their own body,
         outside loops, calls backward / an optimizer step, itself or through another one)."""
-        qualnames, index = self.qualnames, self.ctx.get(NodeIndex)
+        qualnames, index = self.ctx.get(QualifiedNames).by_node, self.ctx.get(NodeIndex)
         holders = {id(index.scope_of(call)) for call in self._markers}
         direct = {id(fn) for fn in self.ctx.get(NodeIndex).of(*_DEFS)
                   if id(fn) in holders and any(_marks_a_step(n, qualnames) for n in _own_nodes(fn.body))}
-        return self.local.reaching(direct, enter_loops=False)
+        return self.ctx.get(LocalFunctions).reaching(direct, enter_loops=False)
 
     @functools.cached_property
     def _markers(self) -> List[ast.Call]:
         """Every call that marks a training step (most files have none, and then no training loop)."""
-        qualnames = self.qualnames
+        qualnames = self.ctx.get(QualifiedNames).by_node
         return [n for n in self.ctx.get(NodeIndex).of(ast.Call) if _marks_a_step(n, qualnames)]
 
     @functools.cached_property
@@ -333,9 +207,9 @@ class StepRegions(Fact):
     def training_loops(self) -> List[StepLoop]:
         if not self._markers or self.hooks_only:
             return []
-        qualnames = self.qualnames
+        qualnames = self.ctx.get(QualifiedNames).by_node
         stepping = self.stepping_functions
-        targets = self.local.targets
+        targets = self.ctx.get(LocalFunctions).targets
         out = []
         for node in self.ctx.get(NodeIndex).of(*LOOPS):
             if _over_constants(node) or _leaves_at_once(node):
@@ -351,11 +225,11 @@ class StepRegions(Fact):
 
     @functools.cached_property
     def _regions(self) -> Dict[int, StepRegion]:
-        ctx, qualnames = self.ctx, self.qualnames
+        ctx, qualnames = self.ctx, self.ctx.get(QualifiedNames).by_node
         regions: Dict[int, StepRegion] = {}
         calls: List[tuple] = []  # (call, region): the file's functions they run belong to the region too
 
-        never, asserts = self.never_on_xla | self._debug_only, is_test_file(ctx.filename)
+        never, asserts = ctx.get(OffXla).nodes | self._debug_only, is_test_file(ctx.filename)
 
         def claim(region: StepRegion, nodes: List[ast.AST]) -> None:
             calls.extend((n, region) for n in _claim(regions, region, nodes, self.periodic, never, asserts)
@@ -400,10 +274,10 @@ class StepRegions(Fact):
                 if type(value) is ast.Lambda:
                     claim(StepRegion(value, CALLBACK), _inside([value.body]))
                 elif type(value) is ast.Name:
-                    for fn in self.local.functions.get(value.id, ()):
+                    for fn in self.ctx.get(LocalFunctions).functions.get(value.id, ()):
                         claim(StepRegion(fn, CALLBACK), _inside(fn.body))
         done: Set[int] = set(compiled)
-        targets, origins = self.local.targets, self._origins
+        targets, origins = self.ctx.get(LocalFunctions).targets, self._origins
         while calls:
             call, region = calls.pop()
             for fn in targets(call):
@@ -430,7 +304,7 @@ class StepRegions(Fact):
         entries = getattr(self.ctx.project, "entry_functions", None)
         if entries is None:
             return None
-        local, index = self.local, self.ctx.get(NodeIndex)
+        local, index = self.ctx.get(LocalFunctions), self.ctx.get(NodeIndex)
         start = []
         for fn in local.defs():
             owner = local.owner.get(id(fn))
@@ -484,66 +358,15 @@ class StepRegions(Fact):
         return False
 
     @functools.cached_property
-    def never_on_xla(self) -> Set[int]:
-        """id() of the nodes that never run on XLA (the graph rules stay silent there): branches on a CUDA-only test
-        (``if torch.cuda.is_available():``, ``if attn_implementation == "flash_attention_2":``),
-        classes made for CUDA (``LlamaFlashAttention2``), functions that use apex (CUDA-only),
-        data collators (``DataCollatorForSupervisedDataset``, ``collate_fn``: CPU batches), and the
-        file's functions called only from such code (silence is the safe side here)."""
-        ctx = self.ctx
-        out: Set[int] = set(ctx.get(BranchesOffXla).nodes)
-        for cls in ctx.get(NodeIndex).of(ast.ClassDef):
-            if CUDA_ONLY_CLASS.search(cls.name) or _COLLATE.search(cls.name):
-                out.update(id(n) for n in walk(cls.body))
-        for name, defs in self.local.functions.items():
-            if _COLLATE.search(name):
-                out.update(id(n) for fn in defs for n in walk(fn.body))
-        apex = [r.node for r in ctx.get(SemanticModel).references if not r.is_import and r.qualname.startswith("apex.")]
-        if apex:  # the function that sets up apex (CUDA-only) is the CUDA path; at module level, its loops
-            index, at_top = ctx.get(NodeIndex), set()
-            for node in apex:
-                scope = index.scope_of(node)
-                if type(scope) in _DEFS:
-                    out.update(id(n) for n in walk(scope.body))
-                else:
-                    at_top.add(id(node))
-            if at_top:
-                for loop in ctx.get(NodeIndex).of(*LOOPS):
-                    inside = walk([loop])
-                    if any(id(n) in at_top for n in inside):
-                        out.update(id(n) for n in inside)
-        out.update(self._cuda_functions)
-        functions = self.local.functions
-        if out and functions:
-            sites: Dict[str, List[ast.AST]] = {}
-            for call in ctx.get(NodeIndex).of(ast.Call):
-                if type(call.func) is ast.Name and call.func.id in functions:
-                    sites.setdefault(call.func.id, []).append(call)
-            # a function also referred to other than by a call (``xm.add_step_closure(fn, ...)``) may run anywhere
-            loads: Dict[str, int] = {}
-            for node in ctx.get(NodeIndex).of(ast.Name):
-                if node.id in sites and type(node.ctx) is ast.Load:
-                    loads[node.id] = loads.get(node.id, 0) + 1
-            changed = True
-            while changed:  # a helper of a CUDA-only helper is CUDA-only too
-                changed = False
-                for name, calls in sites.items():
-                    defs = functions[name]
-                    if id(defs[0].body[0]) not in out and loads.get(name) == len(calls) and \
-                            all(id(c) in out for c in calls):
-                        out.update(id(n) for fn in defs for n in walk(fn.body))
-                        changed = True
-        return out
-
-    @functools.cached_property
     def _called_per_step(self) -> List[tuple]:
         """(def, its first per-step call site) for each function or method of this file that the project's
         XLA code in another module calls inside a step region, passing something on XLA."""
         if self.hooks_only or getattr(self.ctx.project, "call_sites", None) is None:
             return []
         calls, index, out = self.ctx.get(ProjectCalls), self.ctx.get(NodeIndex), []
-        for fn in self.local.defs():
-            owner = self.local.owner.get(id(fn))
+        local = self.ctx.get(LocalFunctions)
+        for fn in local.defs():
+            owner = local.owner.get(id(fn))
             if owner is None and type(index.scope_of(fn)) is not ast.Module or \
                     owner is not None and type(index.scope_of(owner)) is not ast.Module:
                 continue  # nested: no other module calls it
@@ -564,35 +387,11 @@ class StepRegions(Fact):
                 out.update(id(n) for n in walk(node.body))
         return out
 
-    @functools.cached_property
-    def _cuda_functions(self) -> Set[int]:
-        """id() of the nodes of functions that move tensors to CUDA (``x.cuda()``, ``.to("cuda")``) and
-        show nothing of XLA (no torch_xla name, nothing moved to the XLA device): the CUDA copy of a
-        loop in a file that also holds the XLA one."""
-        tensors, index = self.ctx.get(TensorFacts), self.ctx.get(NodeIndex)
-        moving = {}  # the functions that move something to CUDA (their own code, not nested defs)
-        for call in index.of(ast.Call):
-            func = call.func
-            if type(func) is ast.Attribute and func.attr in ("cuda", "to") and tensors.moves_to_cuda(call):
-                scope = index.scope_of(call)
-                if type(scope) in _DEFS:
-                    moving[id(scope)] = scope
-        out: Set[int] = set()
-        qualnames = self.qualnames
-        for fn in moving.values():
-            nodes = walk(fn.body)
-            if any(qualnames.get(id(n), "").startswith(("torch_xla", "xla_compat")) for n in nodes) or \
-                    any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr == "to" and
-                        bool(c.args) and tensors.is_xla_device(c.args[0]) for c in nodes):
-                continue
-            out.update(id(n) for n in nodes)
-        return out
-
     def _works_on_device(self, loop: ast.AST, own: List[ast.AST]) -> bool:
         """A loop over a device loader; or an innermost loop (an epoch loop has the step loop in it)
         whose body syncs the graph or makes a device tensor with a torch factory
         (``torch.rand(n, device=device)``): every iteration is device work."""
-        tensors, qualnames = self.ctx.get(TensorFacts), self.qualnames
+        tensors, qualnames = self.ctx.get(TensorFacts), self.ctx.get(QualifiedNames).by_node
         if type(loop) in (ast.For, ast.AsyncFor) and tensors.yields_device(loop.iter):
             return True
         if any(type(node) in LOOPS for node in own):
@@ -617,8 +416,8 @@ class StepRegions(Fact):
         """Whether a loop's own body calls a function of this file that runs the model
         (``loss, metrics = self.validate_one_step(batch)``), itself or through another one, and
         steps no optimizer (that makes a training loop)."""
-        return any(type(n) is ast.Call and any(self._runs_model_when_called(fn, 0) for fn in self.local.targets(n))
-                   for n in own)
+        targets = self.ctx.get(LocalFunctions).targets
+        return any(type(n) is ast.Call and any(self._runs_model_when_called(fn, 0) for fn in targets(n)) for n in own)
 
     def _runs_model_when_called(self, fn: ast.AST, depth: int) -> bool:
         known = self._model_runners.get(id(fn))
@@ -627,10 +426,9 @@ class StepRegions(Fact):
         if depth > 4 or id(fn) in self.stepping_functions:
             return False
         self._model_runners[id(fn)] = False  # recursion: not through itself
-        own = list(_own_nodes(fn.body))
+        own, targets = list(_own_nodes(fn.body)), self.ctx.get(LocalFunctions).targets
         found = self._runs_model(own) or any(
-            type(n) is ast.Call and any(self._runs_model_when_called(g, depth + 1) for g in self.local.targets(n))
-            for n in own)
+            type(n) is ast.Call and any(self._runs_model_when_called(g, depth + 1) for g in targets(n)) for n in own)
         self._model_runners[id(fn)] = found
         return found
 
@@ -661,7 +459,7 @@ class StepRegions(Fact):
         """COMPILED for torch_xla.compile / torch_xla.step (a call or a bare decorator), DYNAMO for
         torch.compile(backend="openxla"), else None."""
         func = call_or_name.func if type(call_or_name) is ast.Call else call_or_name
-        qualname = self.qualnames.get(id(func))
+        qualname = self.ctx.get(QualifiedNames).by_node.get(id(func))
         if qualname in XLA_COMPILE:
             return COMPILED
         if qualname == "torch.compile" and type(call_or_name) is ast.Call:
@@ -703,10 +501,11 @@ def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
     decorated functions, and names assigned ``torch.compile(f, backend="openxla")`` (or
     ``torch_xla.compile(f)``), also as ``self.name``."""
     regions: StepRegions = ctx.get(StepRegions)
+    qualnames = ctx.get(QualifiedNames).by_node
     out: Dict[str, ast.AST] = {}
     for fn in ctx.get(NodeIndex).of(*_DEFS):
         if regions.compiled_functions.get(id(fn)) == kind and any(
-                regions.qualnames.get(id(d.func if type(d) is ast.Call else d)) for d in fn.decorator_list):
+                qualnames.get(id(d.func if type(d) is ast.Call else d)) for d in fn.decorator_list):
             out[fn.name] = fn
     for assign in ctx.get(NodeIndex).of(ast.Assign):
         value = assign.value
@@ -729,10 +528,6 @@ def _loop_nodes(loop: ast.AST, stop: tuple = SCOPES + LOOPS) -> List[ast.AST]:
     return nodes
 
 
-# classes that only run on CUDA (Hugging Face's FlashAttention2 variants, Triton kernels)
-CUDA_ONLY_CLASS = re.compile(r"Flash|Cuda|CUDA|Triton")
-# data collators run in the DataLoader, on CPU batches, before anything reaches the device
-_COLLATE = re.compile(r"(?i)collat")
 _DEBUG_FLAG = re.compile(r"(?i)_?(debug|verbose)\w*")
 # the name of an iterable of batches (``val_loader``, ``test_dl``, ``eval_dataloader``)
 _LOADER_NAME = re.compile(r"(?i)(loader|(^|_)dl|batches)$")

@@ -7,6 +7,8 @@ import bisect
 from collections import Counter
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 # node type -> the fields that may hold nodes (``ctx`` holds shared Load/Store instances);
 # read as ``CHILD_FIELDS.get(kind) or child_fields(kind)`` in the hot loops
@@ -41,6 +43,18 @@ def walk(roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]
             elif isinstance(value, ast.AST):
                 push(value)
     return out
+
+
+def chain_text(node: ast.AST) -> str:
+    """The dotted text of the Name/Attribute chain ``node`` ends: ``a.b.c`` -> "a.b.c"; below a call or
+    subscript only the attributes after it (``f().x`` -> "x")."""
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is ast.Name:
+        parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 TRY_NODES = (ast.Try, getattr(ast, "TryStar", ast.Try))
@@ -121,6 +135,40 @@ class Parents:
         while parent is not None:
             yield child, parent
             child, parent = parent, self.map.get(id(parent))
+
+    def conditionals(self, node: ast.AST, stop: Optional[ast.AST] = None,
+                     within: Tuple[type, ...] = ()) -> Iterator[Tuple[ast.AST, str]]:
+        """The ``if`` statements and conditional expressions around ``node``, innermost first, each with
+        the part that holds it ("test", "body" or "orelse"): up to ``stop`` (excluded), or to the
+        innermost node around it of a ``within`` type."""
+        for child, parent in self.chain(node):
+            if parent is stop or type(parent) in within:
+                return
+            if type(parent) in (ast.If, ast.IfExp):
+                part = "test" if child is parent.test else \
+                    "body" if (any(child is s for s in parent.body) if type(parent) is ast.If else
+                               child is parent.body) else "orelse"
+                yield parent, part
+
+    def function_of(self, node: ast.AST) -> Optional[ast.AST]:
+        """The innermost def whose lines hold ``node`` (its parameters' defaults and annotations
+        included, its decorators not; lambdas and classes looked through), None at module level."""
+        for child, parent in self.chain(node):
+            if type(parent) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
+                    not any(child is d for d in parent.decorator_list):
+                return parent
+        return None
+
+    def statement_after(self, stmt: ast.AST) -> Optional[ast.stmt]:
+        """The statement that follows ``stmt`` in its block; None when it is the last one (or no
+        statement of a block)."""
+        parent = self.map.get(id(stmt))
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                index = next(i for i, s in enumerate(block) if s is stmt)
+                return block[index + 1] if index + 1 < len(block) else None
+        return None
 
 
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)

@@ -10,7 +10,8 @@ from typing import Dict, List, NamedTuple, Optional
 from .backends import on_xla
 from .devices import XLA_DEVICE_CALLS
 from .flow import FlowFacts
-from .loops import STEP_MARKERS, SYNCS, StepRegions
+from .loops import STEP_MARKERS, SYNCS
+from .off_xla import OffXla
 from .syntax import Fact, NodeIndex, Parents, leaves, walk
 from .tensors import TensorFacts
 
@@ -40,7 +41,7 @@ class XlaScopes(Fact):
 
     @functools.cached_property
     def never(self) -> set:
-        return self.ctx.get(StepRegions).never_on_xla
+        return self.ctx.get(OffXla).nodes
 
     @functools.cached_property
     def statements(self) -> Dict[int, ast.AST]:

@@ -19,12 +19,12 @@ import os
 import re
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-import flake8_xla.rules as rule_units  # the package only: its RULES load on first use
+import flake8_xla.rules as rule_units  # the index: family_of, pattern_units
 from flake8_xla import ruledata
 from flake8_xla.rule import Diagnostic, Example, FileContext, Level, Rule, character_column
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.tensors import TensorFacts
-from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.syntax import NodeIndex
 
 
@@ -191,7 +191,7 @@ class _Expressions:
     def never_on_xla(self, node) -> bool:
         """Whether the match sits in code that never runs on XLA (a CUDA-only branch or class)."""
         expr = self.at(node)
-        return expr is not None and id(expr) in self.ctx.get(StepRegions).never_on_xla
+        return expr is not None and id(expr) in self.ctx.get(OffXla).nodes
 
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""

@@ -4,7 +4,8 @@ from typing import Iterator
 from flake8_xla.analysis.checkpoints import Checkpointing
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import EXAMPLE_XM, TORCH_SAVE, USE_SPMD, checkpoint_facts
-from flake8_xla.analysis.loops import StepRegions, is_test_file
+from flake8_xla.analysis.loops import is_test_file
+from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.placement import XlaPlacement
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -129,7 +130,7 @@ class XlaTensorsSavedWithTorchSave(Rule):
         if not saves or is_test_file(ctx.filename) or _sharded_program(ctx):
             return  # a test saves XLA tensors on purpose (serialization tests)
         judge = ctx.get(XlaPlacement)
-        never = ctx.get(StepRegions).never_on_xla
+        never = ctx.get(OffXla).nodes
         for save in saves:
             if id(save.call) in never or save.data is None:
                 continue

@@ -62,19 +62,12 @@ class FsdpRootOnlyMethod(Rule):
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         flow = ctx.get(FlowFacts)
-        v1 = [w for w in flow.wraps if w.kind == "v1"]
-        if len(v1) < 2:
-            return
-        parents: Dict[int, Wrap] = {}  # id(inner wrap call) -> the wrap it is nested into
-        for inner in v1:
-            outer = next((o for o in v1 if o is not inner and flow.nested_in(inner, o)), None)
-            if outer is not None:
-                parents[id(inner.call)] = outer
-        if not parents:
+        outer_of = flow.outer_wraps("v1")  # id(inner wrap call) -> the wrap it is nested into
+        if not outer_of:
             return
         inner_by_name: Dict[str, List[Wrap]] = {}
-        for inner in v1:
-            if id(inner.call) in parents:
+        for inner in flow.wraps:
+            if id(inner.call) in outer_of:
                 inner_by_name.setdefault(inner.target, []).append(inner)
         for node in ctx.get(NodeIndex).of(ast.Call):
             if type(node.func) is not ast.Attribute or node.func.attr not in ROOT_ONLY:
@@ -83,9 +76,9 @@ class FsdpRootOnlyMethod(Rule):
             at = flow.position(node) if name in inner_by_name else None
             if at is None:
                 continue
-            found = _nested_wrapper(flow, inner_by_name[name], parents, at)
+            found = _nested_wrapper(flow, inner_by_name[name], outer_of, at)
             if found is not None:
-                root = _root(parents, found)
+                root = _root(outer_of, found)
                 where = f"`{root.target}`" if root.target else "another FSDP wrap"
                 fix = f"call {root.target}.{node.func.attr}()" if root.target else "call it on the outermost wrapper"
                 yield self.diagnostic(
@@ -94,10 +87,10 @@ class FsdpRootOnlyMethod(Rule):
                           f"the root (outermost) instance calls {node.func.attr}()."))
 
 
-def _nested_wrapper(flow: FlowFacts, inners: List[Wrap], parents: Dict[int, Wrap], at: Position) -> Optional[Wrap]:
+def _nested_wrapper(flow: FlowFacts, inners: List[Wrap], outer_of: Dict[int, Wrap], at: Position) -> Optional[Wrap]:
     """The inner wrap the name still holds at ``at``, once its parent wrap has surely run."""
     for inner in inners:
-        outer = parents[id(inner.call)]
+        outer = outer_of[id(inner.call)]
         if flow.runs_before(outer.at, at) and _still_bound(flow, inner, at):
             return inner
     return None
@@ -120,9 +113,9 @@ def _wraps_itself(flow: FlowFacts, value: ast.AST, name: str) -> bool:
     return any(w.call is value and w.wrapped == name for w in flow.wraps)
 
 
-def _root(parents: Dict[int, Wrap], inner: Wrap) -> Wrap:
+def _root(outer_of: Dict[int, Wrap], inner: Wrap) -> Wrap:
     """The outermost wrap above ``inner`` (each parent comes later in the scope, so this ends)."""
-    outer = parents[id(inner.call)]
-    while id(outer.call) in parents:
-        outer = parents[id(outer.call)]
+    outer = outer_of[id(inner.call)]
+    while id(outer.call) in outer_of:
+        outer = outer_of[id(outer.call)]
     return outer

@@ -80,7 +80,7 @@ class NativeFsdpOnXla(Rule):
         function: Dict[int, Optional[ast.AST]] = {}  # id(reference node) -> its function
         for ref in refs:
             if not ref.is_import:
-                function[id(ref.node)] = _function_of(parents, ref.node)
+                function[id(ref.node)] = parents.function_of(ref.node)
         for ref in native:
             scope = function[id(ref.node)]
             inside = [r for r in refs if not r.is_import and function[id(r.node)] is scope]
@@ -94,13 +94,3 @@ class NativeFsdpOnXla(Rule):
                 help=(f"torch.distributed.fsdp.{leaf} is PyTorch's FSDP. Use "
                       "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel, or FSDPv2 "
                       "(SpmdFullyShardedDataParallel) under SPMD."))
-
-
-def _function_of(parents: Parents, node: ast.AST) -> Optional[ast.AST]:
-    """The innermost def whose lines hold ``node`` (its parameters' defaults and annotations
-    included, its decorators not; lambdas and classes looked through), None at module level."""
-    for child, parent in parents.chain(node):
-        if type(parent) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
-                not any(child is d for d in parent.decorator_list):
-            return parent
-    return None

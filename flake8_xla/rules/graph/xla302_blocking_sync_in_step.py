@@ -104,7 +104,7 @@ class BlockingSyncInStep(Rule):
             if region is None:
                 continue
             if parents is None:
-                parents = ctx.get(Parents).map
+                parents = ctx.get(Parents)
                 clocks = {id(r.node) for r in ctx.get(SemanticModel).references if r.qualname in _CLOCKS}
             if _timed(call, parents, clocks):
                 continue  # a wait right before reading a clock measures the step: what benchmarks do
@@ -135,15 +135,10 @@ _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.p
                      "time.monotonic_ns", "timeit.default_timer"})
 
 
-def _timed(call: ast.Call, parents, clocks) -> bool:
+def _timed(call: ast.Call, parents: Parents, clocks) -> bool:
     """The call is a statement whose next statement in its block reads a clock (``t1 = time.time()``)."""
-    stmt = parents.get(id(call))
-    parent = parents.get(id(stmt))
+    stmt = parents.of(call)
     if type(stmt) is not ast.Expr:
         return False
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is stmt for s in block):
-            index = next(i for i, s in enumerate(block) if s is stmt)
-            return index + 1 < len(block) and any(id(n) in clocks for n in walk([block[index + 1]]))
-    return False
+    after = parents.statement_after(stmt)
+    return after is not None and any(id(n) in clocks for n in walk([after]))

@@ -6,6 +6,8 @@ from flake8_xla.analysis.syntax import walk
 from flake8_xla.analysis.flow import is_constant
 from flake8_xla.analysis.loops import COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP, STEP_MARKERS, SYNCS, XLA_COMPILE
 from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.off_xla import OffXla
+from flake8_xla.analysis.callgraph import LocalFunctions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.tensors import HOST_TENSOR
 from flake8_xla.versions import Version
@@ -134,7 +136,7 @@ class TrainingLoopWithoutSync(Rule):
             loop = step.loop
             region = regions.region_of(loop)
             if id(loop) in cut or (region is not None and region.kind in (COMPILED, DYNAMO)) or \
-                    id(loop) in regions.never_on_xla:
+                    id(loop) in ctx.get(OffXla).nodes:
                 continue
             if type(loop) is not ast.For or not _plain(ctx, loop.iter):
                 continue
@@ -153,7 +155,7 @@ class TrainingLoopWithoutSync(Rule):
         training = {id(step.loop) for step in regions.training_loops}
         for loop in ctx.get(NodeIndex).of(ast.For, ast.AsyncFor):
             # an evaluation (or inference) loop over a plain DataLoader that runs the model on the device
-            if id(loop) in training or id(loop) in cut or id(loop) in regions.never_on_xla or not loop.body:
+            if id(loop) in training or id(loop) in cut or id(loop) in ctx.get(OffXla).nodes or not loop.body:
                 continue
             region = regions.region_of(loop.body[0])
             if region is None or region.kind not in (MODEL_LOOP, DEVICE_LOOP) or regions.origin(region) is not loop:
@@ -197,7 +199,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
         helper = ctx.get(ProjectCalls).callee(node, ctx.get(TensorFacts).assigned_value)
         if helper is not None and helper.syncs:
             return True  # a function of another module of the project that syncs (`flake8-xla check`)
-        return bool(syncing) and any(id(fn) in syncing for fn in ctx.get(StepRegions).local.targets(node, loose=True))
+        return bool(syncing) and any(id(fn) in syncing for fn in ctx.get(LocalFunctions).targets(node, loose=True))
     if type(node) in (ast.With, ast.AsyncWith):
         return any(type(i.context_expr) is ast.Call and qualname(i.context_expr.func) in XLA_COMPILE
                    for i in node.items)
@@ -225,7 +227,7 @@ def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
         cutting += [c for c in ctx.get(NodeIndex).of(ast.Call) if type(c.func) is ast.Name and c.func.id in aliases]
     index = ctx.get(NodeIndex)
     direct.update(id(index.scope_of(node)) for node in cutting if _cuts(ctx, node, set(), aliases))
-    return ctx.get(StepRegions).local.reaching(direct, loose=True), aliases
+    return ctx.get(LocalFunctions).reaching(direct, loose=True), aliases
 
 
 def _plain(ctx: FileContext, expr: ast.expr) -> bool:

@@ -149,7 +149,7 @@ class HostTensorMovedEveryStep(Rule):
             if factory is None:
                 continue
             region = regions.region_of(call)
-            if region is None or _lazy_init(call, ctx.get(Parents).map):
+            if region is None or _lazy_init(call, ctx.get(Parents)):
                 continue
             target = argument(call, 0, "device")
             if target is None or not _to_device(target, tensors):
@@ -190,11 +190,10 @@ def _factory(node: ast.AST, flow: FlowFacts) -> Tuple[Optional[ast.Call], str]:
     return node, name
 
 
-def _lazy_init(node: ast.AST, parents_of: dict) -> bool:
+def _lazy_init(node: ast.AST, parents: Parents) -> bool:
     """Inside ``if self.cache is None: self.cache = ...``: it runs on the first call only."""
-    child, parent = node, parents_of.get(id(node))
-    while parent is not None and type(parent) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
-        if type(parent) is ast.If and any(child is s for s in parent.body):
+    for parent, part in parents.conditionals(node, within=(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if type(parent) is ast.If and part == "body":
             test = parent.test
             if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is and \
                     type(test.comparators[0]) is ast.Constant and test.comparators[0].value is None:
@@ -204,7 +203,6 @@ def _lazy_init(node: ast.AST, parents_of: dict) -> bool:
                                                                 else [stmt.target]))
                                 for stmt in parent.body):
                     return True
-        child, parent = parent, parents_of.get(id(parent))
     return False
 
 

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from flake8_xla.analysis.flow import argument
 from flake8_xla.analysis.loaders import BATCH_SAMPLER, BATCH_SIZE, DROP_LAST, DataLoaders
-from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -82,7 +82,7 @@ class DataloaderWithoutDropLast(Rule):
         if not loaders.references or not any(r.qualname.split(".", 1)[0] in ("torch_xla", "xla_compat")
                                              for r in ctx.get(SemanticModel).references):
             return
-        never = ctx.get(StepRegions).never_on_xla
+        never = ctx.get(OffXla).nodes
         for ref in loaders.references:
             call = ref.call
             if id(call) in never or loaders.for_evaluation(call) or loaders.endless(call):

@@ -1,7 +1,7 @@
 """XLA904 checkpoint-never-restored."""
 import ast
 import re
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.checkpoints import (COMPAT_MANAGERS, DCP_LOADS, DCP_SAVES, EXAMPLE_MANAGER, MANAGERS,
                                              Checkpointing, state_dict_owners)
@@ -26,10 +26,8 @@ LOOP = ("for step, batch in enumerate(loader):\n"
 HEADER = "import torch\nimport torch_xla\n"
 
 
-class Save(NamedTuple):
-    call: ast.Call
-    callee: str  # as written
-    restore: str  # how to read it back
+# a checkpoint save in the step loop: the call, its callee as written, and how to read it back
+Save = Tuple[ast.Call, str, str]
 
 
 class CheckpointNeverRestored(Rule):
@@ -115,14 +113,14 @@ class CheckpointNeverRestored(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         if is_test_file(ctx.filename):
             return
-        saves = [s for s in self._saves(ctx) if runs_as_program(ctx, s.call)]
+        saves = [s for s in self._saves(ctx) if runs_as_program(ctx, s[0])]
         if not saves or self._restores(ctx):
             return
-        first = min(saves, key=lambda s: (s.call.lineno, s.call.col_offset))
+        call, callee, restore = min(saves, key=lambda s: (s[0].lineno, s[0].col_offset))
         yield self.diagnostic(
-            ctx, first.call, f"{first.callee}() checkpoints are never restored; load the newest at start-up",
-            help=(f"{first.callee}() saves them in the training loop, but nothing in this file restores one, so a "
-                  f"restarted run starts from step 0. At start-up, {first.restore}."))
+            ctx, call, f"{callee}() checkpoints are never restored; load the newest at start-up",
+            help=(f"{callee}() saves them in the training loop, but nothing in this file restores one, so a "
+                  f"restarted run starts from step 0. At start-up, {restore}."))
 
     @staticmethod
     def _saves(ctx: FileContext) -> List[Save]:
@@ -133,19 +131,19 @@ class CheckpointNeverRestored(Rule):
             if (save.qualname in SAVES or save.qualname == TORCH_SAVE) and facts.loop_over_steps(save.call):
                 flow.collect()
                 if state_dict_owners(flow, save.data):
-                    out.append(Save(save.call, save.callee, "load the newest one with torch.load() and "
-                                    "model.load_state_dict() / optimizer.load_state_dict()"))
+                    out.append((save.call, save.callee, "load the newest one with torch.load() and "
+                                "model.load_state_dict() / optimizer.load_state_dict()"))
         for ref in ctx.get(SemanticModel).references:
             if ref.call is not None and ref.qualname in DCP_SAVES and facts.loop_over_steps(ref.call):
-                out.append(Save(ref.call, ref.written_prefix(ref.qualname), "read it back with "
-                                "torch.distributed.checkpoint.load(state_dict, planner=SPMDLoadPlanner()) into the "
-                                "sharded model's state_dict"))
+                out.append((ref.call, ref.written_prefix(ref.qualname), "read it back with "
+                            "torch.distributed.checkpoint.load(state_dict, planner=SPMDLoadPlanner()) into the "
+                            "sharded model's state_dict"))
         if facts.builds:
             for call in facts.method_calls("save", "save_async", "step"):
                 builds = facts.managers(call.func.value)
                 how = _manager_restore(builds, call.func.attr)
                 if how is not None and facts.loop_over_steps(call):
-                    out.append(Save(call, ast.unparse(call.func), how.format(ast.unparse(call.func.value))))
+                    out.append((call, ast.unparse(call.func), how.format(ast.unparse(call.func.value))))
         return out
 
     @staticmethod

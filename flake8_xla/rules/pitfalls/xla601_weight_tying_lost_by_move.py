@@ -4,7 +4,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Set
 
 from flake8_xla.analysis.flow import FlowFacts, Position, dotted
-from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, walk
 from flake8_xla.analysis.tensors import TensorFacts
@@ -126,7 +126,7 @@ class WeightTyingLostByMove(Rule):
         flow = ctx.get(FlowFacts)
         flow.collect()
         classes = _tying_classes(index)
-        never = ctx.get(StepRegions).never_on_xla
+        never = ctx.get(OffXla).nodes
         for call in moves:
             if id(call) in never:
                 continue

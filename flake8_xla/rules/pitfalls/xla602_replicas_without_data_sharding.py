@@ -162,10 +162,5 @@ def _unknown_arguments(call: ast.Call) -> bool:
 
 def _rank_guarded(ctx: FileContext, call: ast.Call, owner: ast.AST) -> bool:
     """Inside an ``if`` (or conditional expression) whose test speaks of the master or the rank."""
-    for child, parent in ctx.get(Parents).chain(call):
-        if parent is owner:
-            return False
-        if type(parent) in (ast.If, ast.IfExp) and child is not parent.test and \
-                MASTER_WORD.search(ast.unparse(parent.test)):
-            return True
-    return False
+    return any(part != "test" and MASTER_WORD.search(ast.unparse(node.test))
+               for node, part in ctx.get(Parents).conditionals(call, stop=owner))

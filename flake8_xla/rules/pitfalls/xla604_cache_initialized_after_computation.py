@@ -1,6 +1,6 @@
 """XLA604 cache-initialized-after-computation."""
 import ast
-from typing import Dict, Iterator
+from typing import Iterator
 
 from flake8_xla.analysis.flow import FlowFacts, within
 from flake8_xla.analysis.fsdp import EXAMPLE_XM, EXAMPLE_XR
@@ -106,10 +106,10 @@ class CacheInitializedAfterComputation(Rule):
             return
         flow = ctx.get(FlowFacts)
         found = ctx.get(DeviceComputations).found
-        tree_parents = ctx.get(Parents).map
+        parents = ctx.get(Parents)
         for call in calls:
             at = flow.place(call)
-            if at is None or _checked_first(call, tree_parents):
+            if at is None or _checked_first(call, parents):
                 continue
             earlier = [(node, what) for node, what, where in found
                        if (node.lineno, node.col_offset) < (call.lineno, call.col_offset) and within(at, where)]
@@ -121,11 +121,6 @@ class CacheInitializedAfterComputation(Rule):
                     help=f"A computation ran on the XLA device first ({what} on line {node.lineno}): {EFFECT}")
 
 
-def _checked_first(call: ast.Call, tree_parents: Dict[int, ast.AST]) -> bool:
+def _checked_first(call: ast.Call, parents: Parents) -> bool:
     """Under ``if not torch_xla._XLAC._xla_computation_cache_is_initialized():``: the program knows."""
-    node = tree_parents.get(id(call))
-    while node is not None:
-        if type(node) in (ast.If, ast.IfExp) and "computation_cache_is_initialized" in ast.unparse(node.test):
-            return True
-        node = tree_parents.get(id(node))
-    return False
+    return any("computation_cache_is_initialized" in ast.unparse(node.test) for node, _ in parents.conditionals(call))

@@ -4,7 +4,7 @@ import re
 from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.flow import FlowFacts
-from flake8_xla.analysis.loops import StepRegions
+from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.placement import MovedModules, surely_on_xla
 from flake8_xla.analysis.syntax import NodeIndex
@@ -160,7 +160,7 @@ class TorchSeedWithoutXlaSeed(Rule):
         seeds = [r for r in refs if r.call is not None and r.qualname in TORCH_SEED]
         if not seeds or any(r.qualname in XLA_SEEDS for r in refs) or _other_seeding(ctx):
             return
-        never = ctx.get(StepRegions).never_on_xla
+        never = ctx.get(OffXla).nodes
         tensors = ctx.get(TensorFacts)
         seeds = [r for r in seeds if id(r.call) not in never and not _fixed(r.call, tensors)]
         if not seeds:

@@ -1,6 +1,6 @@
 """XLA607 cuda-call-in-xla-code."""
 import ast
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, Optional, Tuple
 
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted, is_constant
 from flake8_xla.analysis.semantic import SemanticModel
@@ -39,13 +39,14 @@ def _is_cuda_text(node: Optional[ast.AST]) -> bool:
         (dotted(node.func) or "").endswith("device") and _is_cuda_text(node.args[0])
 
 
-class CudaUse(NamedTuple):
-    node: ast.AST
-    label: str  # how the message names it
-    problem: str  # what it does on XLA, in a few words for the message
-    instead: str  # the replacement, for the message
-    effect: str  # what it does on XLA, in full for the help
-    detail: str = ""  # more of the help: why the replacement
+# a CUDA use: the node, its message, and the end of its help (what it does on XLA, why the replacement)
+CudaUse = Tuple[ast.AST, str, str]
+
+
+def _cuda_use(node: ast.AST, label: str, problem: str, instead: str, effect: str, detail: str = "") -> CudaUse:
+    """``label``: how the message names it; ``problem``: what it does on XLA, in a few words;
+    ``instead``: the replacement; ``effect``: what it does on XLA, in full; ``detail``: why the replacement."""
+    return node, f"{label} in XLA code {problem}; {instead}", f"{effect}.{detail}"
 
 
 class CudaCallInXlaCode(Rule):
@@ -167,16 +168,15 @@ class CudaCallInXlaCode(Rule):
         if not uses:
             return
         judge = ctx.get(XlaScopes)
-        for use in uses:
-            if not judge.unconditional(use.node, xla_branches=True, periodic=True):
+        for node, message, effect in uses:
+            if not judge.unconditional(node, xla_branches=True, periodic=True):
                 continue
-            evidence = judge.evidence(ctx.get(NodeIndex).scope_of(use.node))
+            evidence = judge.evidence(ctx.get(NodeIndex).scope_of(node))
             if evidence is None:
                 continue
             line = ctx.column(evidence.node)[0]
-            yield self.diagnostic(
-                ctx, use.node, f"{use.label} in XLA code {use.problem}; {use.instead}",
-                help=f"This code runs on the XLA device (`{evidence.label}`, line {line}): {use.effect}.{use.detail}")
+            yield self.diagnostic(ctx, node, message,
+                                  help=f"This code runs on the XLA device (`{evidence.label}`, line {line}): {effect}")
 
     def _uses(self, ctx: FileContext) -> Iterator[CudaUse]:
         if ctx.target.version >= _SORTED:
@@ -194,29 +194,29 @@ class CudaCallInXlaCode(Rule):
             name, label = ref.qualname, f"{ref.written_prefix(ref.qualname)}()"
             if name in RAISING:
                 if name.endswith("synchronize"):
-                    yield CudaUse(call, label, without_cuda, f"use {sync}", raises, f"{synced} for the device.")
+                    yield _cuda_use(call, label, without_cuda, f"use {sync}", raises, f"{synced} for the device.")
                 else:
-                    yield CudaUse(call, label, without_cuda, "use torch_xla.device()", raises,
-                                  " torch_xla picks each process's device itself: use torch_xla.device() "
-                                  "(xm.xla_device_hw(device) names its kind).")
+                    yield _cuda_use(call, label, without_cuda, "use torch_xla.device()", raises,
+                                    " torch_xla picks each process's device itself: use torch_xla.device() "
+                                    "(xm.xla_device_hw(device) names its kind).")
             elif name == EMPTY_CACHE:
-                yield CudaUse(call, label, "does nothing", "remove it",
-                              "it does nothing there, XLA frees device memory when its tensors are freed")
+                yield _cuda_use(call, label, "does nothing", "remove it",
+                                "it does nothing there, XLA frees device memory when its tensors are freed")
             elif not amp or not _enabled(call):
                 continue
             elif name in CUDA_AUTOCAST or name in AUTOCAST and _is_cuda_text(argument(call, 0, "device_type")):
                 if name in AUTOCAST:
                     label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device_type'))})"
-                yield CudaUse(call, label, "is CUDA-only", "use torch.autocast('xla', dtype=torch.bfloat16)",
-                              _autocast_effect(call))
+                yield _cuda_use(call, label, "is CUDA-only", "use torch.autocast('xla', dtype=torch.bfloat16)",
+                                _autocast_effect(call))
             elif name in CUDA_SCALER or name in SCALER and _cuda_or_default(argument(call, 0, "device")):
                 if name in SCALER and argument(call, 0, "device") is not None:
                     label = f"{ref.written_prefix(ref.qualname)}({ast.unparse(argument(call, 0, 'device'))})"
-                yield CudaUse(call, label, "adds a graph execution per step", "drop it",
-                              "it stays enabled on XLA and every scaler.step() reads its inf check on the host, one "
-                              "more graph execution per step",
-                              " bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
-                              "torch.autocast('xla', dtype=torch.bfloat16)).")
+                yield _cuda_use(call, label, "adds a graph execution per step", "drop it",
+                                "it stays enabled on XLA and every scaler.step() reads its inf check on the host, one "
+                                "more graph execution per step",
+                                " bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
+                                "torch.autocast('xla', dtype=torch.bfloat16)).")
         flow = ctx.get(FlowFacts)
         to_xla = "use .to(device) with the XLA device"
         for call in ctx.get(NodeIndex).of(ast.Call):
@@ -225,19 +225,19 @@ class CudaCallInXlaCode(Rule):
                 if func.attr == "cuda" and len(call.args) <= 1 and flow.qualname(func.value) is None:
                     label = f"{_short(func.value)}.cuda()"
                     if _empty_loss(func.value, flow):
-                        yield CudaUse(call, label, "is CUDA-only", to_xla,
-                                      "the loss holds no tensors, so it does nothing yet; given a weight it raises on "
-                                      "a host without CUDA (a TPU VM)")
+                        yield _cuda_use(call, label, "is CUDA-only", to_xla,
+                                        "the loss holds no tensors, so it does nothing yet; given a weight it raises "
+                                        "on a host without CUDA (a TPU VM)")
                     else:
-                        yield CudaUse(call, label, without_cuda, to_xla, raises)
+                        yield _cuda_use(call, label, without_cuda, to_xla, raises)
                     continue
                 if func.attr == "to" and call.args and _is_cuda_text(call.args[0]):
-                    yield CudaUse(call, f".to({ast.unparse(call.args[0])})", without_cuda, to_xla, raises)
+                    yield _cuda_use(call, f".to({ast.unparse(call.args[0])})", without_cuda, to_xla, raises)
                     continue
             for keyword in call.keywords:
                 if keyword.arg == "device" and _is_cuda_text(keyword.value):
-                    yield CudaUse(call, f"device={ast.unparse(keyword.value)}", without_cuda,
-                                  "use device=torch_xla.device()", raises)
+                    yield _cuda_use(call, f"device={ast.unparse(keyword.value)}", without_cuda,
+                                    "use device=torch_xla.device()", raises)
 
 
 def _short(node: ast.AST) -> str:
