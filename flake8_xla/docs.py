@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 from .engine import all_rules, fix_source, lint_source
 from .output.formats import docs_url
 from .lifecycle.table import ApiRow, api_table
-from .lifecycle.matching import LifecycleRule
+from .lifecycle.rules import LifecycleRule
 from .migration.table import migration_table
 from .rule import Rule
 from .versions import Target, parse_version

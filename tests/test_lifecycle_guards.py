@@ -8,7 +8,7 @@ import re
 import pytest
 
 from flake8_xla.engine import lint
-from flake8_xla.lifecycle.matching import LifecycleRule
+from flake8_xla.lifecycle.rules import LifecycleRule
 from flake8_xla.fixing.lines import split_lines
 
 _MODULES = ("xla101_removed_api", "xla102_deprecated_api", "xla103_planned_api_removal", "xla104_moved_module",

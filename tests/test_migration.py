@@ -8,9 +8,8 @@ import pytest
 
 from flake8_xla.engine import all_rules, lint_source
 from flake8_xla.migration.facts import CHECK, MANUAL, MigrationFacts
-from flake8_xla.migration.table import TableError, build_table, migration_table
-from flake8_xla.ruledata import read_data
-from flake8_xla.migration.table import table_path
+from flake8_xla.migration.table import TABLE_FILE, build_table, migration_table
+from flake8_xla.tables.core import TableError, read_table
 
 from cli_helpers import run
 
@@ -95,7 +94,7 @@ def test_the_shipped_table_loads_and_names_each_api_once():
     (lambda row: row.update(colour="red"), "unknown fields ['colour']"),
 ])
 def test_a_malformed_row_is_refused(change, message):
-    data = read_data(table_path())
+    data = read_table(TABLE_FILE)
     row = next(r for r in data["rows"] if r["id"] == "optimizer-step")
     change(row)
     with pytest.raises(TableError, match=message.replace("[", r"\[").replace("(", r"\(")):
@@ -103,7 +102,7 @@ def test_a_malformed_row_is_refused(change, message):
 
 
 def test_a_name_in_two_rows_is_refused():
-    data = read_data(table_path())
+    data = read_table(TABLE_FILE)
     data["rows"][1]["names"] = data["rows"][1]["names"] + ["torch_xla.core.xla_model.mark_step"]
     with pytest.raises(TableError, match="is in rows sync and"):
         build_table(data)

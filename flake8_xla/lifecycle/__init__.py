@@ -1,2 +1,3 @@
-"""The torch_xla API lifecycle: the typed table (``table``), matching uses of its rows in a
-file (``matching``) and the mechanical fixes the rows name (``fixes``)."""
+"""The torch_xla API lifecycle, a table on :mod:`flake8_xla.tables`: the typed table (``table``), matching
+uses of its rows in a file (``matching``), the fixes the rows name (``fixes``) and the XLA1xx rules' base
+and wording (``rules``)."""

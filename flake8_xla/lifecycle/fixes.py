@@ -8,15 +8,16 @@ upstream API newer than the target: before the replacement's release it uses the
 from __future__ import annotations
 
 import ast
-import io
 import tokenize
 import re
 from typing import List, Optional, Tuple, Union
 
-from ..fixing import Edit, Fix, FixSite, NoFix, PlannedImport, removal_edits
+from ..fixing import Edit, Fix, FixSite, NoFix, removal_edits
 from ..analysis import syntax
 from ..fixing.lines import LineModel
 from .table import ApiRow, LifecycleUse, api_table
+from ..tables.core import within
+from ..tables.fixes import Rewrite, enclosing_statement, reach, source_tokens
 from ..versions import Version
 
 
@@ -57,7 +58,7 @@ def _is_companion(dotted: Optional[str]) -> bool:
     return bool(dotted) and dotted.split(".")[0] == "xla_compat"
 
 
-Built = Union[Tuple[List[Edit], List[PlannedImport]], NoFix, None]
+Built = Union[Rewrite, NoFix, None]
 
 
 def destination(row: ApiRow, target: Version) -> Optional[str]:
@@ -79,10 +80,10 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
     module, attr = dest.rsplit(".", 1)
     if _compares_with_replacement(ref.node, dest, site):
         return NoFix(f"the statement also uses {dest} (a test comparing the two): rewriting it would prove nothing")
-    reached = site.importer.reach(module, ref)
+    reached = reach(site, module, ref)
     if reached is None:
         return None
-    prefix, planned = reached
+    prefix, imports = reached
     edits = [Edit(locator.start(ref.node), locator.end(ref.node), f"{prefix}.{attr}")]
     call = ref.call
     if call is not None:
@@ -90,14 +91,12 @@ def _rename(use: LifecycleUse, site: FixSite) -> Built:
         if not isinstance(arguments, list):
             return arguments
         edits.extend(arguments)
-    return edits, [planned] if planned is not None else []
+    return edits, imports
 
 
 def _compares_with_replacement(node: ast.AST, dest: str, site: FixSite) -> bool:
     """Whether the statement holding ``node`` also uses ``dest`` itself."""
-    statement = node
-    while statement is not None and not isinstance(statement, ast.stmt):
-        statement = site.parents.get(id(statement))
+    statement = enclosing_statement(node, site.parents)
     if statement is None:
         return False
     # a compound statement's header only (an `if` test, a `with` item), not its body
@@ -195,10 +194,8 @@ def _has_comment(text: str) -> bool:
     """Whether a stretch of source between arguments holds a comment (tokens, so `"#"` is no comment)."""
     if "#" not in text:
         return False
-    try:
-        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return True  # unsure: keep the argument
+    tokens = source_tokens(text)
+    return tokens is None or any(t.type == tokenize.COMMENT for t in tokens)  # unsure: keep the argument
 
 
 def _drop_arguments(use: LifecycleUse, site: FixSite) -> Built:
@@ -253,12 +250,12 @@ def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
     dest = destination(row, site.target)
     if not ref.is_import or not dest or not dest.startswith("torch_xla"):
         return None  # the companion spmd() is a function, not an importable module
-    moved = next((n for n in row.names if ref.qualname == n or ref.qualname.startswith(n + ".")), None)
+    moved = next((n for n in row.names if within(ref.qualname, n)), None)
     if moved is None:
         return None
     stmt = ref.statement
     if type(stmt) is ast.ImportFrom:
-        if stmt.level or not stmt.module or not (stmt.module == moved or stmt.module.startswith(moved + ".")):
+        if stmt.level or not stmt.module or not within(stmt.module, moved):
             return None
         if stmt.module == moved and any(a.name in row.fix.except_names or a.name == "*" for a in stmt.names):
             return None

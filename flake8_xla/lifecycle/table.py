@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
-from .. import ruledata
-
+from ..tables.core import check_fields, index_by_name, most_specific, read_table, release, strings
 from ..versions import Version, parse_version
 
 if TYPE_CHECKING:  # annotations only: the table loads (for the target's release) without the analysis layer
@@ -184,15 +183,7 @@ class ApiTable(NamedTuple):
 
     def lookup(self, qualname: str) -> Optional[Tuple[ApiRow, str]]:
         """The most specific row covering ``qualname`` (itself or a prefix), with the matched name."""
-        name = qualname
-        while True:
-            row = self.by_name.get(name)
-            if row is not None:
-                return row, name
-            cut = name.rfind(".")
-            if cut < 0:
-                return None
-            name = name[:cut]
+        return most_specific(self.by_name, qualname)
 
     def env_row(self, name: str, value: Optional[str]) -> Optional[ApiRow]:
         for row in self.env_vars:
@@ -204,30 +195,27 @@ class ApiTable(NamedTuple):
         return None
 
 
-def _version(value) -> Optional[Version]:
-    return None if value in (None, "") else parse_version(str(value))
-
-
 def _row(raw: dict) -> ApiRow:
+    check_fields(raw, ApiRow, raw["id"])
     fix = raw.get("fix") or {}
     argument = raw.get("argument")
     env = raw.get("env")
     return ApiRow(
         id=raw["id"],
         kind=raw["kind"],
-        names=tuple(raw.get("names", ())),
+        names=strings(raw.get("names")),
         status=raw["status"],
-        deprecated_in=_version(raw.get("deprecated_in")),
-        removed_in=_version(raw.get("removed_in")),
+        deprecated_in=release(raw.get("deprecated_in")),
+        removed_in=release(raw.get("removed_in")),
         replacement=raw.get("replacement"),
-        replacement_since=_version(raw.get("replacement_since")),
+        replacement_since=release(raw.get("replacement_since")),
         instead=raw.get("instead"),
         plan=raw.get("plan"),
         companion=raw.get("companion"),
         companion_note=raw.get("companion_note"),
         fix=Fix(fix.get("kind", "manual"), fix.get("safety", "none"), fix.get("to", "replacement"),
-                tuple(fix.get("signature", ())), tuple((fix.get("arguments") or {}).items()),
-                fix.get("keep_positional"), tuple(fix.get("except_names", ())), reason=fix.get("reason"),
+                strings(fix.get("signature")), tuple((fix.get("arguments") or {}).items()),
+                fix.get("keep_positional"), strings(fix.get("except_names")), reason=fix.get("reason"),
                 note=fix.get("note")),
         evidence=raw["evidence"],
         notes=raw.get("notes"),
@@ -240,12 +228,12 @@ def _row(raw: dict) -> ApiRow:
             allowed=tuple(argument.get("allowed", ())),
             missing=bool(argument.get("missing", False)),
         ) if argument else None,
-        env=EnvVar(env["name"], bool(env.get("prefix", False)), tuple(env.get("values", ()))) if env else None,
-        references=tuple(raw.get("references", ())),
-        added_in=_version(raw.get("added_in")),
+        env=EnvVar(env["name"], bool(env.get("prefix", False)), strings(env.get("values"))) if env else None,
+        references=strings(raw.get("references")),
+        added_in=release(raw.get("added_in")),
         instead_before=raw.get("instead_before"),
         instead_spmd=raw.get("instead_spmd"),
-        warns_in=_version(raw.get("warns_in")),
+        warns_in=release(raw.get("warns_in")),
         warns_through=raw.get("warns_through"),
         instead_brief=raw.get("instead_brief"),
     )
@@ -253,16 +241,12 @@ def _row(raw: dict) -> ApiRow:
 
 def build_table(data: dict) -> ApiTable:
     rows = tuple(_row(raw) for raw in data["apis"])
-    by_name: Dict[str, ApiRow] = {}
     arguments: Dict[str, List[ApiRow]] = {}
     leaves = set()
     for row in rows:
         if row.kind == "argument":
             for name in row.names:
                 arguments.setdefault(name, []).append(row)
-        elif row.kind != "env_var":
-            for name in row.names:
-                by_name[name] = row
         for name in row.names:
             leaves.add(name.rsplit(".", 1)[-1])
         if row.replacement:
@@ -271,7 +255,7 @@ def build_table(data: dict) -> ApiTable:
     return ApiTable(
         latest=parse_version(str(data["latest_release"])),
         rows=rows,
-        by_name=by_name,
+        by_name=index_by_name(r for r in rows if r.kind not in ("argument", "env_var")),
         arguments={k: tuple(v) for k, v in arguments.items()},
         env_vars=tuple(r for r in rows if r.kind == "env_var"),
         leaf_names=frozenset(leaves),
@@ -280,7 +264,7 @@ def build_table(data: dict) -> ApiTable:
 
 
 def _table_data() -> dict:
-    return ruledata.read_data(ruledata.data_path("api_lifecycle.yaml"))
+    return read_table("api_lifecycle.yaml")
 
 
 @functools.lru_cache(maxsize=None)
@@ -293,48 +277,3 @@ def api_table() -> ApiTable:
 def latest_release() -> Version:
     """``api_table().latest`` without building the table: a run served from the cache needs only this."""
     return parse_version(str(_table_data()["latest_release"]))
-
-
-def literal(node: ast.AST) -> object:
-    """The value of a literal argument, or a sentinel when it is not a literal."""
-    import ast  # matching runs on parsed files; loading the table (a cached run) needs no ast module
-
-    try:
-        return ast.literal_eval(node)
-    except Exception:
-        return _NOT_LITERAL
-
-
-_NOT_LITERAL = object()
-
-
-def argument_hits(row: ApiRow, call: ast.Call) -> Optional[ast.AST]:
-    """The argument node of ``call`` that the argument row ``row`` is about, if any."""
-    import ast
-
-    change = row.argument
-    assert change is not None
-    if change.missing:
-        by_keyword = any(k.arg is None or k.arg == change.keyword for k in call.keywords)  # **kwargs may hold it
-        by_position = any(type(a) is ast.Starred for a in call.args) or (
-            change.position is not None and len(call.args) > change.position)
-        return None if by_keyword or by_position else call
-    for keyword in call.keywords:
-        if change.keyword is not None and keyword.arg == change.keyword:
-            return keyword if _disallowed(change, keyword.value) else None
-    if change.position is not None and len(call.args) > change.position:
-        if any(type(a) is ast.Starred for a in call.args[: change.position + 1]):
-            return None  # positions are unknowable past a *args
-        arg = call.args[change.position]
-        if change.strings_only and not (type(arg) is ast.Constant and type(arg.value) is str):
-            return None
-        return arg if _disallowed(change, arg) else None
-    return None
-
-
-def _disallowed(change: ArgumentChange, value: ast.AST) -> bool:
-    """With an allow-list, only a literal outside it is reported: a computed value may be fine."""
-    if not change.allowed:
-        return True
-    value = literal(value)
-    return value is not _NOT_LITERAL and value not in change.allowed

@@ -7,7 +7,6 @@ A fix is built only for the argument lists the row accepts; anything else is lef
 from __future__ import annotations
 
 import ast
-import io
 import re
 import tokenize
 from typing import List, Optional, Tuple, Union
@@ -15,6 +14,7 @@ from typing import List, Optional, Tuple, Union
 from ..fixing import Edit, Fix, FixSite, NoFix, PlannedImport, removal_edits
 from ..fixing.edits import alone_on_its_lines, statement_removal
 from ..fixing.lines import line_ending
+from ..tables.fixes import Rewrite, enclosing_statement, reach, source_tokens
 from .matching import MigrationUse, argument_value
 
 _ROOTS = re.compile(r"(?<![\w.])(torch|os)\.")  # torch.tpu.x is reached through torch
@@ -49,7 +49,7 @@ def build_fix(use: MigrationUse, site: FixSite) -> Union[Fix, NoFix, None]:
     return Fix(f"Migrate {use.api} to TorchTPU", tuple(edits), True, tuple(imports))
 
 
-Built = Optional[Tuple[List[Edit], List[PlannedImport]]]
+Built = Optional[Rewrite]
 
 
 def _statement(call: ast.Call, site: FixSite) -> Optional[ast.Expr]:
@@ -70,12 +70,11 @@ def _with_roots(text: str, use: MigrationUse, site: FixSite) -> Optional[Tuple[s
     planned: List[PlannedImport] = []
     prefixes = {}
     for module in sorted(set(_ROOTS.findall(text))):
-        reached = site.importer.reach(module, use.ref)
+        reached = reach(site, module, use.ref)
         if reached is None:
             return None
         prefixes[module], needed = reached
-        if needed is not None:
-            planned.append(needed)
+        planned.extend(needed)
     return _ROOTS.sub(lambda m: prefixes[m.group(1)] + ".", text), planned
 
 
@@ -167,9 +166,7 @@ def _master_print(use: MigrationUse, call: ast.Call, site: FixSite) -> Built:
 
 def _env_fix(use: MigrationUse, site: FixSite) -> Optional[Fix]:
     """``os.environ["PJRT_DEVICE"] = "TPU"`` (or ``setdefault``) alone as a statement goes."""
-    stmt = site.parents.get(id(use.node))
-    while stmt is not None and not isinstance(stmt, ast.stmt):
-        stmt = site.parents.get(id(stmt))
+    stmt = enclosing_statement(use.node, site.parents)
     simple = (type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Subscript
               and stmt.targets[0].slice is use.node) or \
         (type(stmt) is ast.Expr and type(stmt.value) is ast.Call and use.ref.qualname == "os.environ.setdefault"
@@ -220,9 +217,8 @@ def _alone(lines, lineno: int) -> bool:
 
 
 def _strings_span_lines(text: str) -> bool:
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
+    tokens = source_tokens(text)
+    if tokens is None:
         return True
     return any(t.type == tokenize.STRING and t.start[0] != t.end[0] for t in tokens) or \
         any(t.type == getattr(tokenize, "FSTRING_START", -1) for t in tokens)

@@ -13,9 +13,10 @@ from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from ..analysis import syntax
 from ..analysis.availability import import_guards, is_probe
-from ..analysis.environment import ENV_SETTERS, env_assignments, string_value, switches_off
+from ..analysis.environment import ENV_SETTERS, string_value, switches_off
 from ..analysis.semantic import Reference, SemanticModel
 from ..rule import FileContext
+from ..tables.uses import env_settings, passed_argument
 from ..versions import MIGRATIONS
 from .table import EnvRow, MigrationRow, MigrationTable, migration_table, public_tpu_names
 
@@ -194,19 +195,17 @@ def accepted(options: Tuple[Tuple[str, ...], ...], call: ast.Call) -> bool:
 def argument_value(row: MigrationRow, call: ast.Call) -> Optional[ast.Constant]:
     """The string literal of ``call`` that the argument row is about (by keyword or position)."""
     argument = row.argument
-    node: Optional[ast.AST] = next((k.value for k in call.keywords if k.arg == argument.keyword), None)
-    if node is None and argument.position is not None and len(call.args) > argument.position:
-        node = call.args[argument.position]
-    if string_value(node) in argument.values:
-        return node  # type: ignore[return-value]
+    node = passed_argument(call, argument.keyword, argument.position)
+    value = node.value if type(node) is ast.keyword else node
+    if string_value(value) in argument.values:
+        return value  # type: ignore[return-value]
     return None
 
 
 def _env_uses(ref: Reference, model: SemanticModel, table: MigrationTable) -> Iterator[MigrationUse]:
-    for key_node, value in env_assignments(ref, model):
-        name = string_value(key_node)
-        env = table.env_by_name.get(name or "")
-        if env is None and name not in _STILL_READ and _TORCH_XLA_ENV.fullmatch(name or ""):
+    for key_node, name, value in env_settings(ref, model):
+        env = table.env_by_name.get(name)
+        if env is None and name not in _STILL_READ and _TORCH_XLA_ENV.fullmatch(name):
             env = UNMAPPED_ENV
         if env is None or switches_off(value):  # X = "0" asks for nothing to carry over
             continue

@@ -4,31 +4,25 @@ one wording: the message names the API and what it becomes in one clause; the he
 from __future__ import annotations
 
 import ast
-import functools
-from typing import Callable, ClassVar, Iterator, Optional, Tuple
+from typing import ClassVar, Optional
 
 from ..rule import Diagnostic, FileContext, Rule
+from ..tables.rules import TableRule
+from . import fixes
 from .facts import MANUAL, MECHANICAL, MigrationFacts
-from .fixes import build_fix, new_value
+from .fixes import new_value
 from .matching import TORCHTPU, UNMAPPED, MigrationUse, MigrationUses
 
 
-class MigrationRule(Rule):
+class MigrationRule(TableRule):
     """A rule of the ``--migrate-to`` family (XLA5xx) that reports table rows."""
 
     migration: ClassVar[Optional[str]] = TORCHTPU
+    uses = MigrationUses
+    build_fix = staticmethod(fixes.build_fix)
 
-    def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        return (d for d, _ in self.check_fixable(ctx))
-
-    def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
-        for use in ctx.get(MigrationUses):
-            if self.reports(use):
-                yield migration_diagnostic(self, ctx, use.node, self.message(use), self.facts(use)), \
-                    functools.partial(build_fix, use)
-
-    def reports(self, use: MigrationUse) -> bool:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def diagnostic_of(self, ctx: FileContext, use: MigrationUse) -> Diagnostic:
+        return migration_diagnostic(self, ctx, use.node, self.message(use), self.facts(use))
 
     def message(self, use: MigrationUse) -> str:
         return use_message(use)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from .. import ruledata
+from ..tables.core import TableError, check_fields, index_by_name, read_table, strings, within
 
 KINDS = ("call", "argument", "import", "device_string", "availability")  # device_string: "xla" naming the device;
 # availability: the test TorchTPU answers where code tested for torch_xla (XLA504)
@@ -88,20 +88,7 @@ class MigrationTable(NamedTuple):
         return self.by_name.get(qualname)
 
     def import_row(self, module: str) -> Optional[MigrationRow]:
-        return next((row for row in self.imports for name in row.names
-                     if module == name or module.startswith(name + ".")), None)
-
-
-class TableError(ValueError):
-    """The shipped table is malformed (a bug caught by the tests, never a user error)."""
-
-
-def _tuple(value) -> Tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TableError(f"expected a list of strings, not {value!r}")
-    return tuple(value)
+        return next((row for row in self.imports for name in row.names if within(module, name)), None)
 
 
 def _fix(data, row_id: str) -> Optional[MigrationFix]:
@@ -117,9 +104,7 @@ def _fix(data, row_id: str) -> Optional[MigrationFix]:
 
 def _row(data: dict) -> MigrationRow:
     row_id = data.get("id", "?")
-    unknown = set(data) - set(MigrationRow._fields)
-    if unknown:
-        raise TableError(f"{row_id}: unknown fields {sorted(unknown)}")
+    check_fields(data, MigrationRow, row_id)
     if data.get("kind") not in KINDS or data.get("rewrite") not in REWRITES:
         raise TableError(f"{row_id}: kind must be one of {KINDS} and rewrite one of {REWRITES}")
     fix = _fix(data.get("fix"), row_id)
@@ -142,28 +127,21 @@ def _row(data: dict) -> MigrationRow:
     if any(stage not in STAGES for stage in stages.values()):
         raise TableError(f"{row_id}: a tpu_names stage is one of {STAGES}")
     return MigrationRow(
-        id=row_id, kind=data["kind"], names=_tuple(data.get("names")), becomes=data["becomes"],
+        id=row_id, kind=data["kind"], names=strings(data.get("names")), becomes=data["becomes"],
         rewrite=data["rewrite"], evidence=data["evidence"], why=data.get("why", ""), fix=fix,
         argument=None if argument is None else ArgumentValue(
-            argument["keyword"], argument.get("position"), _tuple(argument["values"])),
-        tpu_names=tuple(sorted(stages.items())), torch_names=_tuple(data.get("torch_names")),
+            argument["keyword"], argument.get("position"), strings(argument["values"])),
+        tpu_names=tuple(sorted(stages.items())), torch_names=strings(data.get("torch_names")),
         other_arguments=data.get("other_arguments", ""), short=data.get("short", ""),
         short_for=tuple(sorted(short_for.items())))
 
 
 def build_table(data: dict) -> MigrationTable:
     rows = tuple(_row(r) for r in data["rows"])
-    env_rows = tuple(EnvRow(_tuple(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"),
-                            _tuple(e.get("values")), e.get("short", ""))
+    env_rows = tuple(EnvRow(strings(e["names"]), e["becomes"], e["rewrite"], e["evidence"], e.get("read_instead"),
+                            strings(e.get("values")), e.get("short", ""))
                      for e in data.get("env_vars", ()))
-    by_name: Dict[str, MigrationRow] = {}
-    for row in rows:
-        if row.kind in ("import", "device_string", "availability"):
-            continue
-        for name in row.names:
-            if name in by_name:
-                raise TableError(f"{name} is in rows {by_name[name].id} and {row.id}")
-            by_name[name] = row
+    by_name = index_by_name(r for r in rows if r.kind not in ("import", "device_string", "availability"))
     ids: List[str] = [r.id for r in rows]
     if len(set(ids)) != len(ids):
         raise TableError("row ids repeat")
@@ -174,14 +152,10 @@ def build_table(data: dict) -> MigrationTable:
                           next((r for r in rows if r.kind == "availability"), None))
 
 
-def table_path() -> str:
-    return ruledata.data_path(TABLE_FILE)
-
-
 @functools.lru_cache(maxsize=None)
 def migration_table() -> MigrationTable:
     """The shipped table, parsed once per process."""
-    return build_table(ruledata.read_data(table_path()))
+    return build_table(read_table(TABLE_FILE))
 
 
 class InternalApi(NamedTuple):
@@ -195,7 +169,7 @@ INTERNAL_FILE = "torchtpu_internal_apis.json"
 @functools.lru_cache(maxsize=None)
 def internal_device_apis() -> Dict[str, InternalApi]:
     """The torch.tpu device APIs torch-tpu marks internal, read from the wheel by tools/check_torchtpu.py."""
-    data = ruledata.read_data(ruledata.data_path(INTERNAL_FILE))
+    data = read_table(INTERNAL_FILE)
     return {name: InternalApi(entry["prefer"], entry["internal_when"]) for name, entry in data.items()}
 
 
@@ -205,4 +179,4 @@ PUBLIC_FILE = "torchtpu_public_api.json"
 @functools.lru_cache(maxsize=None)
 def public_tpu_names() -> Dict[str, str]:
     """Every public ``torch.tpu`` name of the torch-tpu wheel (modules too) and its stage."""
-    return dict(ruledata.read_data(ruledata.data_path(PUBLIC_FILE)))
+    return dict(read_table(PUBLIC_FILE))

@@ -1,5 +1,5 @@
 """XLA102 deprecated-api."""
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, removal_phrase
+from flake8_xla.lifecycle.rules import LifecycleRule, LifecycleUse, removal_phrase
 from flake8_xla.rule import Example
 
 

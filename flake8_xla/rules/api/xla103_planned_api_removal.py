@@ -1,7 +1,7 @@
 """XLA103 planned-api-removal."""
 from typing import Optional
 
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_help, planned_message
+from flake8_xla.lifecycle.rules import LifecycleRule, LifecycleUse, planned_help, planned_message
 from flake8_xla.rule import Example
 
 

@@ -1,7 +1,7 @@
 """XLA104 moved-module."""
 from typing import Optional
 
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, lifecycle_help, removal_phrase
+from flake8_xla.lifecycle.rules import LifecycleRule, LifecycleUse, lifecycle_help, removal_phrase
 from flake8_xla.rule import Example
 
 

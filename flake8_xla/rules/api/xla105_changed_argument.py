@@ -1,7 +1,7 @@
 """XLA105 changed-argument."""
 from typing import Optional
 
-from flake8_xla.lifecycle.matching import (LifecycleRule, LifecycleUse, indirect_phrase, lifecycle_help,
+from flake8_xla.lifecycle.rules import (LifecycleRule, LifecycleUse, indirect_phrase, lifecycle_help,
                                            removal_phrase)
 from flake8_xla.rule import Example
 

@@ -1,7 +1,7 @@
 """XLA903 planned-removal-without-replacement."""
 from typing import Optional
 
-from flake8_xla.lifecycle.matching import LifecycleRule, LifecycleUse, planned_help, planned_message
+from flake8_xla.lifecycle.rules import LifecycleRule, LifecycleUse, planned_help, planned_message
 from flake8_xla.rule import Example
 
 
