@@ -29,7 +29,7 @@ Domain facts:
   placement     what is on the XLA device, since when
   availability  where the file asks whether torch_xla is there
   wraps         FSDP wrappers the file gets from helpers; helpers that all-reduce gradients
-  fsdp          FSDP, SPMD and checkpoint-save facts (and the XLA2xx examples' import headers)
+  fsdp          FSDP, SPMD and checkpoint-save facts
   checkpoints   checkpoint managers, sharded models and training loops around a save
   loaders       what a DataLoader feeds and draws from
   ties          which statement ties parameters

@@ -31,9 +31,6 @@ DCP_LOADS = frozenset({"torch.distributed.checkpoint.load", "torch.distributed.c
 # chkpt_on_preemption is the 7th parameter since num_of_threads came (2.5); the 6th before it
 _PREEMPTION_KEYWORD = "chkpt_on_preemption"
 
-EXAMPLE_DCP = "import torch_xla.experimental.distributed_checkpoint as xc\n"
-EXAMPLE_MANAGER = "from torch_xla.experimental.distributed_checkpoint import CheckpointManager\n"
-
 
 class ManagerBuild(NamedTuple):
     call: ast.Call

@@ -1,9 +1,9 @@
 """FSDP, SPMD and checkpoint-save facts.
 
 The qualified names of torch_xla's checkpoint, consolidation and SPMD APIs; the checkpoint facts of a
-file (which saves write an FSDPv1 model's sharded state, and whether a path holds the rank); whether code
-belongs to the file's own program; and the import headers that the rules' examples share. Control flow
-(positions, run order, bindings, where a node sits) is flake8_xla/analysis/flow.py's.
+file (which saves write an FSDPv1 model's sharded state, and whether a path holds the rank); and whether
+code belongs to the file's own program. Control flow (positions, run order, bindings, where a node sits)
+is flake8_xla/analysis/flow.py's.
 """
 from __future__ import annotations
 
@@ -49,15 +49,6 @@ RANK_WORD = re.compile(r"(?i)rank|ordinal|process_index")
 _MASTER_ONLY = re.compile(r"(?i)master|is_main|main_process|process_zero|should_save")
 # a test that speaks of these may select one process
 MASTER_WORD = re.compile(r"(?i)master|main|rank|ordinal|process_index|process_zero|leader|chief|should_save")
-
-# -- example headers -------------------------------------------------------------------------------
-EXAMPLE_FSDP = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
-EXAMPLE_FSDPV2 = ("from torch_xla.experimental.spmd_fully_sharded_data_parallel import (\n"
-                  "    SpmdFullyShardedDataParallel as FSDPv2,\n)\n")
-EXAMPLE_XM = "import torch_xla.core.xla_model as xm\n"
-EXAMPLE_XR = "import torch_xla.runtime as xr\n"
-EXAMPLE_SPMD = "import torch_xla.distributed.spmd as xs\n" + EXAMPLE_XR
-EXAMPLE_CHECKPOINT = EXAMPLE_XR + "import xla_compat\n" + EXAMPLE_FSDP  # XLA205-XLA207
 
 
 def spmd_api(qualname: str, *leaves: str) -> bool:

@@ -4,7 +4,8 @@ from typing import Iterator, Optional, Tuple
 
 from flake8_xla.analysis.checkpoints import Checkpointing, Sharding, state_dict_owners
 from flake8_xla.analysis.flow import FlowFacts
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2, EXAMPLE_SPMD, SAVES, TORCH_SAVE
+from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2, EXAMPLE_SPMD
 from flake8_xla.analysis.fsdp import checkpoint_facts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 

@@ -2,7 +2,8 @@
 import ast
 from typing import Iterator, List, Optional
 
-from flake8_xla.analysis.checkpoints import EXAMPLE_MANAGER, Checkpointing, ManagerBuild, loop_variables, names_in
+from flake8_xla.analysis.checkpoints import Checkpointing, ManagerBuild, loop_variables, names_in
+from flake8_xla.rules.examples import EXAMPLE_MANAGER
 from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import walk

@@ -3,7 +3,8 @@ from typing import Iterator
 
 from flake8_xla.analysis.checkpoints import Checkpointing
 from flake8_xla.analysis.flow import FlowFacts
-from flake8_xla.analysis.fsdp import EXAMPLE_XM, TORCH_SAVE, USE_SPMD, checkpoint_facts
+from flake8_xla.analysis.fsdp import TORCH_SAVE, USE_SPMD, checkpoint_facts
+from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.loops import is_test_file
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.placement import XlaPlacement

@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator, List, Optional, Tuple
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.analysis.flow import FlowFacts, OptimizerBuild, Position, Wrap, is_optimizer
 from flake8_xla.analysis.wraps import HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

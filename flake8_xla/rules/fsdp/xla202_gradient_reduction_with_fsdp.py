@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP, EXAMPLE_XM
+from flake8_xla.rules.examples import EXAMPLE_FSDP, EXAMPLE_XM
 from flake8_xla.analysis.flow import dotted
 from flake8_xla.analysis.wraps import HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

@@ -2,7 +2,7 @@
 import ast
 from typing import Dict, Iterator, List, Optional
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
+from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import NodeIndex

@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.analysis.fsdp import EXAMPLE_CHECKPOINT as HEADER
-from flake8_xla.analysis.fsdp import EXAMPLE_XM as XM
+from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
+from flake8_xla.rules.examples import EXAMPLE_XM as XM
 from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts,
                                       has_fsdp_v1)
 from flake8_xla.analysis.flow import dotted, is_constant

@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.fsdp import EXAMPLE_XM as XM
-from flake8_xla.analysis.fsdp import EXAMPLE_XR as XR
+from flake8_xla.rules.examples import EXAMPLE_XM as XM
+from flake8_xla.rules.examples import EXAMPLE_XR as XR
 from flake8_xla.analysis.fsdp import CONSOLIDATE
 from flake8_xla.analysis.flow import argument
 from flake8_xla.analysis.ranks import EveryRank

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator, Optional
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
+from flake8_xla.rules.examples import EXAMPLE_FSDP
 from flake8_xla.analysis.flow import PARTIAL
 from flake8_xla.analysis.flow import FlowFacts, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

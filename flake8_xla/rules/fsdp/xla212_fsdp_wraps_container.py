@@ -2,7 +2,7 @@
 import ast
 from typing import Dict, Iterator, Optional, Tuple
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP
+from flake8_xla.rules.examples import EXAMPLE_FSDP
 from flake8_xla.analysis.flow import FlowFacts, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel

@@ -1,7 +1,8 @@
 """XLA213 checkpoint-outside-fsdp."""
 from typing import Iterator
 
-from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE, EXAMPLE_FSDPV2
+from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2
 from flake8_xla.analysis.flow import FSDP_V1, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel

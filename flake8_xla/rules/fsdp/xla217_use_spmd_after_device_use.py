@@ -4,7 +4,8 @@ from typing import Iterator, List
 
 from flake8_xla.analysis.devices import XLA_DEVICE_CALLS, placements
 from flake8_xla.analysis.flow import FlowFacts, within
-from flake8_xla.analysis.fsdp import EXAMPLE_XR, USE_SPMD
+from flake8_xla.analysis.fsdp import USE_SPMD
+from flake8_xla.rules.examples import EXAMPLE_XR
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

@@ -2,8 +2,8 @@
 import ast
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import spmd_api
 from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

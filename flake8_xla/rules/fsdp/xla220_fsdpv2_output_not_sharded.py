@@ -3,8 +3,8 @@ import ast
 import re
 from typing import Dict, Iterator, Optional
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE
 from flake8_xla.analysis.flow import FlowFacts, Position, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

@@ -2,9 +2,9 @@
 import ast
 from typing import Dict, Iterator, Optional
 
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDP as FSDP1
-from flake8_xla.analysis.fsdp import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.analysis.fsdp import EXAMPLE_SPMD as SPMD
+from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
+from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
+from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import CONSOLIDATE
 from flake8_xla.analysis.flow import FSDP_V2, FlowFacts, Wrap, dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

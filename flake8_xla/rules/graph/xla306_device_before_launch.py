@@ -4,7 +4,7 @@ from typing import Iterator, List, Tuple
 
 from flake8_xla.analysis.devices import RUNTIME_STARTS, placements
 from flake8_xla.analysis.flow import FlowFacts, Place
-from flake8_xla.analysis.fsdp import EXAMPLE_XM
+from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.launches import Launches
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex

@@ -3,8 +3,9 @@ import ast
 import re
 from typing import Iterator, List, Optional, Tuple
 
-from flake8_xla.analysis.checkpoints import (COMPAT_MANAGERS, DCP_LOADS, DCP_SAVES, EXAMPLE_MANAGER, MANAGERS,
-                                             Checkpointing, state_dict_owners)
+from flake8_xla.analysis.checkpoints import (COMPAT_MANAGERS, DCP_LOADS, DCP_SAVES, MANAGERS, Checkpointing,
+                                             state_dict_owners)
+from flake8_xla.rules.examples import EXAMPLE_MANAGER
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE, checkpoint_facts, runs_as_program
 from flake8_xla.analysis.loops import is_test_file
