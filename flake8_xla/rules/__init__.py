@@ -37,7 +37,8 @@ def python_units() -> List[Tuple[str, str]]:
 
 def pattern_units() -> List[str]:
     """The stems of the ast-grep rule units (``xlaNNN_name.yml`` in the rule data), in code order."""
-    return [name[:-len(".yml")] for name in ruledata.data_names(".yml") if _UNIT.fullmatch(name[:-len(".yml")])]
+    stems = (os.path.splitext(name)[0] for name in ruledata.data_names(".yml"))
+    return [stem for stem in stems if _UNIT.fullmatch(stem)]
 
 
 def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
