@@ -14,6 +14,8 @@ from flake8_xla.rule import Rule
 UNITS = sorted(pathlib.Path(flake8_xla.rules.__file__).parent.glob("*/xla[0-9]*.py"))
 # the ast module's walkers: a rule that needs nodes asks NodeIndex, Parents or a domain fact
 WALKERS = {"walk", "iter_child_nodes", "iter_fields", "NodeVisitor", "NodeTransformer"}
+# the analysis layer's own walkers: a subtree's nodes come from NodeIndex.below, the file's walk sliced
+WALKING = {"parents": "the parent-map builder", "walk": "the tree walker"}
 # Parents' raw map and its chain climb the tree; its questions (of, conditionals, function_of, ...) answer
 CLIMBERS = {"map", "chain"}
 
@@ -36,12 +38,7 @@ def problems(path: pathlib.Path) -> List[str]:
         elif isinstance(node, ast.ImportFrom) and node.module == "ast":
             found.extend(f"{where}: from ast import {a.name}" for a in node.names if a.name in WALKERS)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flake8_xla"):
-            found.extend(f"{where}: imports parents, the parent-map builder" for a in node.names
-                         if a.name == "parents")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "walk" \
-                and any(isinstance(n, (ast.Name, ast.Attribute)) and "tree" in (getattr(n, "id", None), n.attr
-                        if isinstance(n, ast.Attribute) else None) for n in ast.walk(node)):
-            found.append(f"{where}: walk(...) of the whole file")  # the shared walk of a subtree is the rule's own
+            found.extend(f"{where}: imports {a.name}, {WALKING[a.name]}" for a in node.names if a.name in WALKING)
         elif isinstance(node, ast.Attribute) and node.attr in CLIMBERS:
             found.append(f"{where}: .{node.attr} climbs the parent chain")
         elif isinstance(node, ast.ClassDef):
@@ -63,7 +60,7 @@ def test_rule_unit_decides_and_words_only(path: pathlib.Path) -> None:
 def test_the_check_finds_each_kind(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each forbidden shape is reported (a test that cannot fail guards nothing)."""
     source = ("import ast\nfrom typing import NamedTuple\nfrom flake8_xla.analysis.syntax import parents\n"
-              "from flake8_xla.rule import Rule\n\n\n"
+              "from flake8_xla.analysis.syntax import walk\nfrom flake8_xla.rule import Rule\n\n\n"
               "class Fact(NamedTuple):\n    node: object\n\n\n"
               "class Check(Rule):\n    def check(self, ctx):\n        for node in ast.walk(ctx.tree):\n"
               "            yield ctx.get(Parents).chain(node)\n        nodes = walk([ctx.tree])\n")
@@ -71,5 +68,5 @@ def test_the_check_finds_each_kind(tmp_path: pathlib.Path, monkeypatch: pytest.M
     (tmp_path / "xla999_fake.py").write_text(source, encoding="utf-8")
     monkeypatch.setattr(importlib, "import_module", lambda name: type("M", (), {"Check": type("Check", (Rule,), {})}))
     assert problems(tmp_path / "xla999_fake.py") == [
-        "line 3: imports parents, the parent-map builder", "line 7: class Fact is no Rule", "line 13: ast.walk",
-        "line 14: .chain climbs the parent chain", "line 15: walk(...) of the whole file"]
+        "line 3: imports parents, the parent-map builder", "line 4: imports walk, the tree walker",
+        "line 8: class Fact is no Rule", "line 14: ast.walk", "line 15: .chain climbs the parent chain"]

@@ -6,7 +6,7 @@ from flake8_xla.analysis.checkpoints import Checkpointing, ManagerBuild, loop_va
 from flake8_xla.rules.examples import EXAMPLE_MANAGER
 from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.syntax import NodeIndex
 
 HEADER = "import torch\n" + EXAMPLE_MANAGER
 # the manager's methods that consult the preemption sync point for the step they are given
@@ -128,7 +128,7 @@ class CheckpointManagerMissesPreemption(Rule):
                    n.func.attr in _CONSULTS and dotted(n.func.value) == receiver
                    for step_loop in step_loops for n in facts.every_step(step_loop)):
                 continue
-            how = self._how(facts, call, loop, is_training_loop)
+            how = self._how(facts, ctx.get(NodeIndex), call, loop, is_training_loop)
             if how is None:
                 continue
             forced = " without force=True" if any(k.arg == "force" for k in call.keywords) or len(call.args) > 2 else ""
@@ -141,7 +141,8 @@ class CheckpointManagerMissesPreemption(Rule):
                       "itself)."))
 
     @staticmethod
-    def _how(facts: Checkpointing, call: ast.Call, loop: ast.AST, is_training_loop: bool) -> Optional[str]:
+    def _how(facts: Checkpointing, index: NodeIndex, call: ast.Call, loop: ast.AST,
+             is_training_loop: bool) -> Optional[str]:
         """How seldom the call runs, or None when it may run every step."""
         if not is_training_loop:
             inner = facts.training_loops_in(loop)[0]
@@ -150,7 +151,7 @@ class CheckpointManagerMissesPreemption(Rule):
         changing = loop_variables(loop, loop.body)
         for guard in facts.guards(call, loop):
             test = guard.test
-            if any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in walk([test])) or \
+            if any(type(n) is ast.BinOp and type(n.op) is ast.Mod for n in index.below([test])) or \
                     names_in(test) & changing:
                 return f"only when `{ast.unparse(test)}` (line {guard.lineno})"
         return None

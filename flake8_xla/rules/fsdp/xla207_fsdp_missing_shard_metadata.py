@@ -8,7 +8,7 @@ from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, 
                                       has_fsdp_v1)
 from flake8_xla.analysis.flow import dotted, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.syntax import NodeIndex
 
 
 class FsdpMissingShardMetadata(Rule):
@@ -96,7 +96,7 @@ class FsdpMissingShardMetadata(Rule):
         for save in facts.saves:
             if not _per_rank(facts, save):
                 continue
-            found = _without_metadata(facts, save.data)
+            found = _without_metadata(facts, ctx.get(NodeIndex), save.data)
             if found is None:
                 continue
             state, bare = found
@@ -120,7 +120,8 @@ def _per_rank(facts: CheckpointFacts, save: Save) -> bool:
     return save.qualname == TORCH_SAVE and facts.path_kind(save.path) == RANK
 
 
-def _without_metadata(facts: CheckpointFacts, data: Optional[ast.AST]) -> Optional[Tuple[FsdpState, bool]]:
+def _without_metadata(facts: CheckpointFacts, index: NodeIndex,
+                      data: Optional[ast.AST]) -> Optional[Tuple[FsdpState, bool]]:
     """(the FSDP state, whether it is the bare state dict) when ``data`` surely lacks the metadata."""
     checkpoint, flow = data, facts.flow
     if dotted(data) is not None:
@@ -144,16 +145,16 @@ def _without_metadata(facts: CheckpointFacts, data: Optional[ast.AST]) -> Option
         values = [k.value for k in checkpoint.keywords]
     else:
         return None
-    if _mentions_metadata(facts, checkpoint):
+    if _mentions_metadata(facts, index, checkpoint):
         return None
     state = next(filter(None, (facts.fsdp_state(v) for v in values)), None)
     return (state, False) if state is not None else None
 
 
-def _mentions_metadata(facts: CheckpointFacts, checkpoint: ast.AST) -> bool:
+def _mentions_metadata(facts: CheckpointFacts, index: NodeIndex, checkpoint: ast.AST) -> bool:
     """A ``get_shard_metadata()`` call, or a key or name that speaks of metadata, in the dict (or in
     what a name in it holds): the metadata may be there under a name the rule does not follow."""
-    for node in walk([checkpoint]):
+    for node in index.below([checkpoint]):
         if type(node) is ast.Constant and type(node.value) is str and "meta" in node.value.lower():
             return True
         text = dotted(node) if type(node) in (ast.Name, ast.Attribute) else None
@@ -163,6 +164,6 @@ def _mentions_metadata(facts: CheckpointFacts, checkpoint: ast.AST) -> bool:
             return True
         value = facts.flow.value_of(node) if type(node) is ast.Name else None
         if value is not None and any(type(n) is ast.Attribute and n.attr == "get_shard_metadata"
-                                     for n in walk([value])):
+                                     for n in index.below([value])):
             return True
     return False

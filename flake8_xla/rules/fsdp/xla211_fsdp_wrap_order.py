@@ -5,7 +5,7 @@ from typing import Dict, Iterator, Optional, Tuple
 from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
 from flake8_xla.analysis.flow import FlowFacts, Wrap, prefixes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.syntax import NodeIndex
 
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"
 ALREADY_WRAPPED = "RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'"
@@ -91,7 +91,7 @@ class FsdpWrapOrder(Rule):
         by_call = {id(w.call): w for w in flow.wraps}
         for wrap in flow.wraps:
             found = (_double_wrap(flow, wrap, by_call) or _late_inner_wrap(flow, wrap)
-                     or _manual_under_auto_wrap(flow, wrap, by_call))
+                     or _manual_under_auto_wrap(flow, ctx.get(NodeIndex), wrap, by_call))
             if found:
                 node, message, help = found
                 yield self.diagnostic(ctx, node, message, help=help)
@@ -131,7 +131,7 @@ def _late_inner_wrap(flow: FlowFacts, wrap: Wrap) -> Finding:
     return None
 
 
-def _manual_under_auto_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
+def _manual_under_auto_wrap(flow: FlowFacts, index: NodeIndex, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
     policy = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
     if policy is None or (type(policy.value) is ast.Constant and policy.value.value is None) or wrap.inner is None:
         return None
@@ -139,7 +139,7 @@ def _manual_under_auto_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap
     message = f"auto_wrap_policy= over a module holding an {wrap.label} wrapper; use the policy or manual wraps"
     raises = f"ValueError 'Expected <name> to NOT be {name} if using an `auto_wrap_policy`'"
     instead = "Use auto_wrap_policy alone, or manual inner wraps without it."
-    if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in walk([wrap.inner])):
+    if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in index.below([wrap.inner])):
         return policy, message, f"It raises {raises}. {instead}"
     for inner in flow.wraps:
         if inner.kind == wrap.kind and flow.nested_in(inner, wrap):

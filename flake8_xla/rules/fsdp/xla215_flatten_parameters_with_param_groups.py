@@ -6,7 +6,7 @@ from flake8_xla.rules.examples import EXAMPLE_FSDP
 from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import walk
+from flake8_xla.analysis.syntax import NodeIndex
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
@@ -87,7 +87,7 @@ class FlattenParametersWithParamGroups(Rule):
             for wrap in flow.wraps:
                 if _flattens(wrap) and flow.wrapper_at(wrap.target, call) is wrap and \
                         flow.runs_before(wrap.at, at) and (built is at or flow.runs_before(wrap.at, built)) and \
-                        _split_groups(flow, groups, wrap, at):
+                        _split_groups(flow, ctx.get(NodeIndex), groups, wrap, at):
                     yield self.diagnostic(
                         ctx, argument, f"parameter groups split `{wrap.target}`, which FSDP flattens; keep "
                         "flatten_parameters=False",
@@ -116,13 +116,13 @@ def _group_list(flow: FlowFacts, argument: ast.AST, at: Position) -> Optional[Tu
     return None
 
 
-def _split_groups(flow: FlowFacts, groups: ast.List, wrap: Wrap, at: Position) -> bool:
+def _split_groups(flow: FlowFacts, index: NodeIndex, groups: ast.List, wrap: Wrap, at: Position) -> bool:
     """Whether two or more group dicts take the wrapper's parameters (directly, or through one
     name bound to a parameter list after the wrap, like ``decay = [p for n, p in ...]``)."""
     taking = 0
     for group in (e for e in groups.elts if type(e) is ast.Dict):
         owners = set(parameter_owners(group))
-        for node in walk([group]):
+        for node in index.below([group]):
             binding = flow.last_binding(node.id, at) if type(node) is ast.Name else None
             if binding is not None and flow.runs_before(wrap.at, binding.at):
                 owners.update(parameter_owners(binding.value))

@@ -5,7 +5,7 @@ from typing import Iterator
 from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
 from flake8_xla.rules.graph.wording import EVALUATION_BATCH, hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import Parents, walk
+from flake8_xla.analysis.syntax import NodeIndex, Parents
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.loops import StepRegions
 
@@ -106,7 +106,7 @@ class BlockingSyncInStep(Rule):
             if parents is None:
                 parents = ctx.get(Parents)
                 clocks = {id(r.node) for r in ctx.get(SemanticModel).references if r.qualname in _CLOCKS}
-            if _timed(call, parents, clocks):
+            if _timed(call, parents, ctx.get(NodeIndex), clocks):
                 continue  # a wait right before reading a clock measures the step: what benchmarks do
             spelled = ref.written_prefix(ref.qualname)
             if region.kind != TRAINING_LOOP:
@@ -135,10 +135,10 @@ _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.p
                      "time.monotonic_ns", "timeit.default_timer"})
 
 
-def _timed(call: ast.Call, parents: Parents, clocks) -> bool:
+def _timed(call: ast.Call, parents: Parents, index: NodeIndex, clocks) -> bool:
     """The call is a statement whose next statement in its block reads a clock (``t1 = time.time()``)."""
     stmt = parents.of(call)
     if type(stmt) is not ast.Expr:
         return False
     after = parents.statement_after(stmt)
-    return after is not None and any(id(n) in clocks for n in walk([after]))
+    return after is not None and any(id(n) in clocks for n in index.below([after]))

@@ -2,7 +2,6 @@
 import ast
 from typing import Iterator, Set, Tuple
 
-from flake8_xla.analysis.syntax import walk
 from flake8_xla.analysis.flow import is_constant
 from flake8_xla.analysis.loops import COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP, STEP_MARKERS, SYNCS, XLA_COMPILE
 from flake8_xla.analysis.loops import StepRegions
@@ -128,7 +127,7 @@ class TrainingLoopWithoutSync(Rule):
         syncing, aliases = _syncing_functions(ctx)
         cut: Set[int] = set()  # loops whose body syncs, and the loops inside them
         for loop in ctx.get(NodeIndex).of(ast.For, ast.AsyncFor, ast.While):
-            inside = walk([loop])
+            inside = ctx.get(NodeIndex).below([loop])
             if any(_cuts(ctx, node, syncing, aliases) for node in inside):
                 cut.update(id(n) for n in inside if type(n) in (ast.For, ast.AsyncFor, ast.While))
         sync = "torch_xla.sync()" if ctx.target.version >= Version(2, 4) else "xm.mark_step()"
@@ -140,7 +139,7 @@ class TrainingLoopWithoutSync(Rule):
                 continue
             if type(loop) is not ast.For or not _plain(ctx, loop.iter):
                 continue
-            draws = [call.args[0] for call in walk([loop]) if type(call) is ast.Call and
+            draws = [call.args[0] for call in ctx.get(NodeIndex).below([loop]) if type(call) is ast.Call and
                      type(call.func) is ast.Name and call.func.id == "next" and call.args]
             if not all(_plain(ctx, source) for source in draws):
                 continue
@@ -160,16 +159,16 @@ class TrainingLoopWithoutSync(Rule):
             region = regions.region_of(loop.body[0])
             if region is None or region.kind not in (MODEL_LOOP, DEVICE_LOOP) or regions.origin(region) is not loop:
                 continue
-            if ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR or _reads_every_batch(loop):
+            if ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR or _reads_every_batch(ctx.get(NodeIndex), loop):
                 continue
             yield self.diagnostic(ctx, loop, f"this evaluation loop never syncs the graph; end each batch with {sync}",
                                   help=("Every batch is appended to one lazy graph that grows until the loop ends. End "
                                         f"each batch with {sync}, or iterate a {DEVICE_LOADER}."))
 
 
-def _reads_every_batch(loop: ast.AST) -> bool:
+def _reads_every_batch(index: NodeIndex, loop: ast.AST) -> bool:
     """A read of a value in the loop runs the graph traced so far (XLA303/XLA307 speak of it)."""
-    for node in walk([loop]):
+    for node in index.below([loop]):
         if type(node) is ast.Call:
             func = node.func
             if type(func) is ast.Attribute and (func.attr in READ_METHODS or func.attr == "to" and node.args and

@@ -5,7 +5,7 @@ from typing import Iterator, Optional
 
 from flake8_xla.analysis.flow import to_cpu
 from flake8_xla.analysis.loops import StepRegions
-from flake8_xla.analysis.syntax import NodeIndex, walk
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
 from flake8_xla.analysis.loops import hook_of
 from flake8_xla.rules.graph.wording import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
@@ -103,7 +103,7 @@ def _loader_input(ctx: FileContext, value: ast.expr, loop: ast.AST) -> bool:
     with ``inputs = {"labels": batch[3], ...}``, also after ``.detach()`` or ``.to(device)``."""
     if type(loop) not in (ast.For, ast.AsyncFor):
         return False
-    drawn = {n.id for n in walk([loop.target]) if type(n) is ast.Name}
+    drawn = {n.id for n in ctx.get(NodeIndex).below([loop.target]) if type(n) is ast.Name}
     tensors = ctx.get(TensorFacts)
     for _ in range(3):
         while True:

@@ -5,7 +5,6 @@ from typing import Dict, Iterator, Optional, Set
 from flake8_xla.rules.graph.wording import spelled
 from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import walk
 from flake8_xla.analysis.tensors import TENSORS
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
@@ -61,17 +60,18 @@ class PythonFloatIntoCompiled(Rule):
         if not callables:
             return
         innermost: Dict[int, ast.AST] = {}
-        for loop in sorted(ctx.get(NodeIndex).of(*LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
-            for node in walk(loop.body, SCOPES):
+        index = ctx.get(NodeIndex)
+        for loop in sorted(index.of(*LOOPS), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+            for node in index.below(loop.body, SCOPES):
                 innermost.setdefault(id(node), loop)
         for call in ctx.get(NodeIndex).of(ast.Call):
             name = _called(call)
             loop = innermost.get(id(call))
             if name not in callables or loop is None:
                 continue
-            varying = _varying_names(loop)
+            varying = _varying_names(index, loop)
             for arg in list(call.args) + [k.value for k in call.keywords]:
-                if ctx.get(TensorFacts).kind(arg) in TENSORS or not _changes(arg, varying):
+                if ctx.get(TensorFacts).kind(arg) in TENSORS or not _changes(index, arg, varying):
                     continue
                 if not _floating(ctx, arg, loop, set()):
                     continue
@@ -94,20 +94,21 @@ def _called(call: ast.Call) -> Optional[str]:
     return None
 
 
-def _varying_names(loop: ast.AST) -> Set[str]:
+def _varying_names(index: NodeIndex, loop: ast.AST) -> Set[str]:
     """Names that take a new value on each iteration: loop targets and names assigned in the body."""
     roots = ([loop.target] if type(loop) is not ast.While else []) + list(loop.body)
-    return {n.id for n in walk(roots, SCOPES) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    return {n.id for n in index.below(roots, SCOPES) if type(n) is ast.Name and type(n.ctx) is ast.Store}
 
 
-def _changes(expr: ast.expr, varying: Set[str]) -> bool:
-    return any(type(n) is ast.Name and n.id in varying or type(n) is ast.Call for n in walk([expr], SCOPES))
+def _changes(index: NodeIndex, expr: ast.expr, varying: Set[str]) -> bool:
+    return any(type(n) is ast.Name and n.id in varying or type(n) is ast.Call for n in index.below([expr], SCOPES))
 
 
 def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -> bool:
     """Whether ``expr`` computes a Python float: a float constant, a true division, float(),
     .item(), a learning-rate getter, or a name assigned one of those in the loop."""
-    for node in walk([expr], SCOPES):
+    index = ctx.get(NodeIndex)
+    for node in index.below([expr], SCOPES):
         kind = type(node)
         if kind is ast.Constant and type(node.value) is float:
             return True
@@ -121,7 +122,7 @@ def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -
                 return True
         if kind is ast.Name and node.id not in seen:
             seen.add(node.id)
-            for assign in walk(list(loop.body), SCOPES):
+            for assign in index.below(loop.body, SCOPES):
                 if type(assign) in (ast.Assign, ast.AugAssign, ast.AnnAssign) and any(
                         type(t) is ast.Name and t.id == node.id
                         for t in (assign.targets if type(assign) is ast.Assign else [assign.target])) and \

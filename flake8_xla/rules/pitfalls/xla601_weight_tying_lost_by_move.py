@@ -6,7 +6,7 @@ from typing import Dict, Iterator, List, Optional, Set
 from flake8_xla.analysis.flow import FlowFacts, Position, dotted
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex, walk
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.ties import Tie, tie_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -188,12 +188,12 @@ def _tying_classes(index: NodeIndex) -> Dict[str, Tie]:
         init = methods.get("__init__")
         if init is None:
             continue
-        tie = _self_tie(init)
+        tie = _self_tie(index, init)
         if tie is None:
-            for sub in walk(init.body, _DEFS + (ast.ClassDef, ast.Lambda)):
+            for sub in index.below(init.body, _DEFS + (ast.ClassDef, ast.Lambda)):
                 if type(sub) is ast.Call and type(sub.func) is ast.Attribute and dotted(sub.func.value) == "self" \
                         and sub.func.attr in methods and sub.func.attr != "__init__":
-                    tie = _self_tie(methods[sub.func.attr])
+                    tie = _self_tie(index, methods[sub.func.attr])
                     if tie is not None:
                         break
         if tie is not None:
@@ -209,14 +209,14 @@ def _tying_classes(index: NodeIndex) -> Dict[str, Tie]:
                 continue
             base = next((b.id for b in node.bases if type(b) is ast.Name and b.id in out), None)
             init = methods.get("__init__")
-            if base is not None and (init is None or _calls_super_init(init)):
+            if base is not None and (init is None or _calls_super_init(index, init)):
                 out[name] = out[base]
                 changed = True
     return out
 
 
-def _self_tie(fn: ast.AST) -> Optional[Tie]:
-    for stmt in walk(fn.body, _DEFS + (ast.ClassDef, ast.Lambda)):
+def _self_tie(index: NodeIndex, fn: ast.AST) -> Optional[Tie]:
+    for stmt in index.below(fn.body, _DEFS + (ast.ClassDef, ast.Lambda)):
         if isinstance(stmt, ast.stmt):
             tie = tie_of(stmt)
             if tie is not None and tie.of("self"):
@@ -224,10 +224,10 @@ def _self_tie(fn: ast.AST) -> Optional[Tie]:
     return None
 
 
-def _calls_super_init(fn: ast.AST) -> bool:
+def _calls_super_init(index: NodeIndex, fn: ast.AST) -> bool:
     return any(type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "__init__" and
                type(n.func.value) is ast.Call and type(n.func.value.func) is ast.Name and
-               n.func.value.func.id == "super" for n in walk(fn.body))
+               n.func.value.func.id == "super" for n in index.below(fn.body))
 
 
 def _built_from(receiver: ast.AST, flow: FlowFacts, at: Position) -> Optional[str]:

@@ -4,7 +4,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex, walk
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import TENSORS, TensorFacts
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -182,7 +182,7 @@ def _tensor_parameter(ctx: FileContext, name: ast.Name) -> bool:
     if ctx.get(FlowFacts).qualname(annotation) != "torch.Tensor" and dotted(annotation) != "torch.Tensor":
         return False
     return not any(type(n) is ast.Name and n.id == name.id and type(n.ctx) is not ast.Load
-                   for n in walk(scope.body, _SCOPES))
+                   for n in ctx.get(NodeIndex).below(scope.body, _SCOPES))
 
 
 def _list_fix(inputs: ast.expr) -> Callable:

@@ -4,7 +4,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted, is_constant
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex, walk
+from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -132,8 +132,9 @@ def _probing_autocast(ctx: FileContext) -> set:
     """id() of the autocast calls of ``with`` statements whose body asks whether autocast is on
     (``torch.is_autocast_xla_enabled()``): a test of the refusal itself."""
     out = set()
-    for node in ctx.get(NodeIndex).of(ast.With, ast.AsyncWith):
-        if any(type(n) is ast.Call and "is_autocast" in (dotted(n.func) or "") for n in walk(node.body)):
+    index = ctx.get(NodeIndex)
+    for node in index.of(ast.With, ast.AsyncWith):
+        if any(type(n) is ast.Call and "is_autocast" in (dotted(n.func) or "") for n in index.below(node.body)):
             out.update(id(item.context_expr) for item in node.items)
     return out
 
