@@ -11,7 +11,7 @@ STEP = ("import torch_xla\n\nfor data, target in loader:\n    loss = model(data)
 
 def test_each_fact_is_charged_once_per_file_and_each_rule_once(tmp_path: pathlib.Path) -> None:
     (tmp_path / "a.py").write_text(STEP, encoding="utf-8")
-    (tmp_path / "b.py").write_text(STEP.replace("loss.item()", "loss.detach()"), encoding="utf-8")
+    (tmp_path / "b.py").write_text(STEP.replace("print(loss.item())", "losses.append(loss.detach())"), encoding="utf-8")
     out = tmp_path / "costs.json"
     run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--json", str(out)],
                          capture_output=True, text=True, timeout=120)
