@@ -6,7 +6,7 @@ from flake8_xla.rules.graph.wording import spelled
 from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import walk
-from flake8_xla.analysis.tensors import TENSORS
+from flake8_xla.analysis.values import TENSORS
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.syntax import NodeIndex
