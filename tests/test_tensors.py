@@ -1,12 +1,22 @@
-"""The tensor layer (flake8_xla/analysis/tensors.py): what the last line's expression holds."""
+"""The value layer (flake8_xla/analysis/tensors.py, masks.py): what the last line's expression holds."""
 import ast
 
 import pytest
 
+from flake8_xla.analysis.arguments import CallArguments
+from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.device_values import DeviceValues
 from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.masks import Masks
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.summaries import outgoing_calls
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE, ValueKind
+from flake8_xla.fixing.lines import split_lines
+from flake8_xla.lifecycle.table import api_table
+from flake8_xla.rule import FileContext
+from flake8_xla.versions import Target
 
 HEADER = ("import numpy as np\nimport torch\nimport torch.nn.functional as F\nimport torch_xla\n"
           "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"
@@ -15,7 +25,9 @@ HEADER = ("import numpy as np\nimport torch\nimport torch.nn.functional as F\nim
 
 def facts_and_last(source: str):
     tree = ast.parse(HEADER + source)
-    facts = TensorFacts(NodeIndex(tree), FlowFacts(tree, SemanticModel(tree).references).qualname)
+    bindings = Bindings(NodeIndex(tree), FlowFacts(tree, SemanticModel(tree).references).qualname)
+    arguments = CallArguments(bindings)
+    facts = TensorFacts(bindings, arguments, DeviceValues(bindings, arguments))
     last = tree.body[-1]
     while type(last) in (ast.For, ast.While, ast.FunctionDef, ast.ClassDef, ast.If):
         last = last.body[-1]
@@ -98,4 +110,17 @@ def test_kind(source: str, expected) -> None:
 ])
 def test_mask(source: str, expected: bool) -> None:
     facts, expr = facts_and_last(source)
-    assert facts.is_mask(expr) is expected
+    assert Masks(facts).is_mask(expr) is expected
+
+
+
+def test_kinds_reach_summaries_as_their_text() -> None:
+    """A call's arguments reach the callee's module as a kind's text, not as the enum member (whose
+    format() differs between Python versions)."""
+    assert [k.value for k in ValueKind] == ["device", "host-tensor", "host", "module"]
+    source = HEADER + "from helpers import step\n\nstep(torch.randn(3, device=device), torch.nn.Linear(2, 2))\n"
+    table = api_table()
+    ctx = FileContext(split_lines(source), ast.parse(source), "main.py", Target(table.latest, "test"), table)
+    (call,) = outgoing_calls(ctx, lambda level, name: name == "helpers.step")
+    assert call.arguments == ((0, "device"), (1, "module"))
+    assert [type(fact) for _, fact in call.arguments] == [str, str]

@@ -17,7 +17,12 @@ Control flow and values:
   project       the other modules of the project: their function summaries and call sites
   summaries     those summaries, made from one module's tree
   calls         which function of another module a call runs
-  tensors       what an expression holds (device tensor, host tensor, host value, module)
+  values        the kinds of value: device tensor, host tensor, host value, module
+  bindings      which assignments of a name reach a use; the file's own functions by name
+  arguments     what the calls of a function pass for a parameter
+  device_values which expressions hold the XLA device, or a device that is not XLA's
+  tensors       what an expression holds (one of those kinds); what a loader or loop draws
+  masks         which device tensors are boolean masks
   callgraph     the file's own functions, which of them a call runs, and which defs reach one
 Step regions and launches:
   loops         which code runs once per step (training and model loops, compiled functions, hooks)

@@ -6,9 +6,11 @@ import ast
 import functools
 from typing import Dict, List, Optional, Set
 
+from .bindings import Bindings
 from .semantic import QualifiedNames
 from .syntax import LOOPS, SCOPES, Fact, NodeIndex, walk
 from .tensors import TensorFacts
+from .values import MODULE
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -57,9 +59,9 @@ class LocalFunctions(Fact):
         elif type(value) is ast.Name and value.id in self.classes:
             found = self._methods_of(self.classes[value.id], name)
         elif name in self.methods:
-            tensors = self.ctx.get(TensorFacts)
-            owners = {id(self.owner[id(m)]) for m in self.methods[name] if tensors.is_module_class(self.owner[id(m)])}
-            if len(owners) == 1 and tensors.kind(value) == "module":
+            is_module_class = self.ctx.get(Bindings).is_module_class
+            owners = {id(self.owner[id(m)]) for m in self.methods[name] if is_module_class(self.owner[id(m)])}
+            if len(owners) == 1 and self.ctx.get(TensorFacts).kind(value) == MODULE:
                 found = [m for m in self.methods[name] if id(self.owner[id(m)]) in owners]
         if loose and not found:
             found = self.methods.get(name, []) + self.functions.get(name, [])

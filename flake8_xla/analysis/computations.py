@@ -12,7 +12,8 @@ from .loops import COMPILED, LOOPS, SYNCS, StepRegions
 from .reads import READ_METHODS
 from .semantic import SemanticModel
 from .syntax import Fact, NodeIndex, walk
-from .tensors import DEVICE, TensorFacts
+from .tensors import TensorFacts
+from .values import DEVICE
 
 XM = "torch_xla.core.xla_model."
 # calls that compile and run a graph whatever came before (measured on 2.9, one CPU process)

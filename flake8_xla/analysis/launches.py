@@ -7,11 +7,11 @@ import ast
 import functools
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
+from .bindings import Bindings
 from .callgraph import LocalFunctions
 from .flow import PARTIAL, FlowFacts, argument, is_constant, is_main_guard
 from .semantic import SemanticModel
 from .syntax import Fact, NodeIndex, walk
-from .tensors import TensorFacts
 
 # start ``fn(index, ...)`` once per device
 LAUNCH = frozenset({"torch_xla.launch", "torch_xla.torch_xla.launch", "xla_compat.launch",
@@ -58,7 +58,7 @@ class Launches(Fact):
         spawn = launch.qualname not in LAUNCH
         value = argument(launch.call, 2, "nprocs") if spawn else argument(launch.call, 3, "debug_single_process")
         if type(value) is ast.Name:
-            value = self.ctx.get(TensorFacts).assigned_value(value) or value
+            value = self.ctx.get(Bindings).assigned_value(value) or value
         return (type(value) is ast.Constant and value.value == 1) if spawn else is_constant(value, True)
 
     def launched(self, launch: Launch) -> List[ast.AST]:

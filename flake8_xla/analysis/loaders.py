@@ -7,11 +7,11 @@ import ast
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from .bindings import Bindings
 from .callgraph import LocalFunctions
 from .flow import FlowFacts, argument, dotted, is_constant
 from .semantic import Reference, SemanticModel
 from .syntax import Fact, NodeIndex, Parents, walk
-from .tensors import TensorFacts
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
@@ -94,7 +94,7 @@ class DataLoaders(Fact):
         """A sampler drawing with replacement (``RandomSampler(ds, replacement=True, num_samples=...)``)."""
         sampler = argument(call, SAMPLER, "sampler")
         if type(sampler) is ast.Name:
-            sampler = self.ctx.get(TensorFacts).assigned_value(sampler) or sampler
+            sampler = self.ctx.get(Bindings).assigned_value(sampler) or sampler
         return type(sampler) is ast.Call and any(
             k.arg == "replacement" and type(k.value) is ast.Constant and k.value.value is True
             for k in sampler.keywords)
@@ -108,7 +108,7 @@ class DataLoaders(Fact):
             return False
         ctx = self.ctx
         if type(node) is ast.Name:
-            value = ctx.get(TensorFacts).assigned_value(node) or ctx.get(FlowFacts).value_of(node)
+            value = ctx.get(Bindings).assigned_value(node) or ctx.get(FlowFacts).value_of(node)
             if value is None:
                 owner = self.function_of(node)
                 value = passed.get((id(owner), node.id)) if owner is not None else None
@@ -157,7 +157,7 @@ class DataLoaders(Fact):
     def splits_itself(self, dataset: ast.AST) -> bool:
         """A dataset built with the rank or the world size (``Subset(ds, range(rank, n, world))``,
         ``ds.shard(...)``, ``split_dataset_by_node``, ``ds[rank::world]``), followed a few names back."""
-        tensors = self.ctx.get(TensorFacts)
+        bindings = self.ctx.get(Bindings)
         flow = self.ctx.get(FlowFacts)
         seen: Set[int] = set()
         frontier = [dataset]
@@ -173,7 +173,7 @@ class DataLoaders(Fact):
                     if type(node) is ast.Subscript and type(node.slice) is ast.Slice and node.slice.step is not None:
                         return True
                     if type(node) is ast.Name and type(node.ctx) is ast.Load:
-                        value = tensors.assigned_value(node) or flow.value_of(node)
+                        value = bindings.assigned_value(node) or flow.value_of(node)
                         if value is not None:
                             following.append(value)
             frontier = following

@@ -10,9 +10,9 @@ from typing import Dict, List, Set
 
 from .backends import BranchesOffXla
 from .callgraph import LocalFunctions
+from .device_values import DeviceValues
 from .semantic import QualifiedNames, SemanticModel
 from .syntax import LOOPS, Fact, NodeIndex, walk
-from .tensors import TensorFacts
 
 # classes that only run on CUDA (Hugging Face's FlashAttention2 variants, Triton kernels)
 CUDA_ONLY_CLASS = re.compile(r"Flash|Cuda|CUDA|Triton")
@@ -82,11 +82,11 @@ class OffXla(Fact):
         """id() of the nodes of functions that move tensors to CUDA (``x.cuda()``, ``.to("cuda")``) and
         show nothing of XLA (no torch_xla name, nothing moved to the XLA device): the CUDA copy of a
         loop in a file that also holds the XLA one."""
-        tensors, index = self.ctx.get(TensorFacts), self.ctx.get(NodeIndex)
+        devices, index = self.ctx.get(DeviceValues), self.ctx.get(NodeIndex)
         moving = {}  # the functions that move something to CUDA (their own code, not nested defs)
         for call in index.of(ast.Call):
             func = call.func
-            if type(func) is ast.Attribute and func.attr in ("cuda", "to") and tensors.moves_to_cuda(call):
+            if type(func) is ast.Attribute and func.attr in ("cuda", "to") and devices.moves_to_cuda(call):
                 scope = index.scope_of(call)
                 if type(scope) in _DEFS:
                     moving[id(scope)] = scope
@@ -96,7 +96,7 @@ class OffXla(Fact):
             nodes = walk(fn.body)
             if any(qualnames.get(id(n), "").startswith(("torch_xla", "xla_compat")) for n in nodes) or \
                     any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr == "to" and
-                        bool(c.args) and tensors.is_xla_device(c.args[0]) for c in nodes):
+                        bool(c.args) and devices.is_xla_device(c.args[0]) for c in nodes):
                 continue
             out.update(id(n) for n in nodes)
         return out

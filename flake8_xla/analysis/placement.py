@@ -8,11 +8,14 @@ import functools
 import os
 from typing import Dict, List, Optional, Set, Tuple
 
+from .arguments import CallArguments
+from .device_values import DeviceValues
 from .flow import FlowFacts, Position, argument, dotted
 from .project import XLA_MODULE
 from .reads import READ_METHODS
 from .syntax import Fact, NodeIndex, Parents
-from .tensors import DEVICE, TensorFacts
+from .tensors import TensorFacts
+from .values import DEVICE, MODULE
 
 
 # methods that return the module they are called on (``Net().to(device).train()``)
@@ -31,6 +34,7 @@ class XlaPlacement(Fact):
         self.flow: FlowFacts = ctx.get(FlowFacts)
         self.flow.collect()
         self.tensors: TensorFacts = ctx.get(TensorFacts)
+        self.devices: DeviceValues = ctx.get(DeviceValues)
 
     def holds(self, expr: ast.AST, at: Position, depth: int) -> Optional[Tuple[str, str]]:
         """(how the message names the XLA data ``expr`` is or carries, where it came onto the device: a
@@ -50,7 +54,7 @@ class XlaPlacement(Fact):
         name = dotted(expr)
         if name is None or depth <= 0:
             return None
-        since = self.since(name, at) if self.tensors.kind(expr) == "module" else None
+        since = self.since(name, at) if self.tensors.kind(expr) == MODULE else None
         if since is not None:
             return f"model `{name}`", f"`{name}` is on the XLA device {since}"
         binding = self.flow.binding_of(expr)
@@ -94,7 +98,7 @@ class XlaPlacement(Fact):
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         if name not in params:
             return None
-        sites = self.tensors.incoming_sites(fn, (params.index(name), name))
+        sites = self.ctx.get(CallArguments).incoming_sites(fn, (params.index(name), name))
         # a model moved there (a class of another module moved with .to(device) reads as a device value)
         if not sites or any(fact not in (XLA_MODULE, DEVICE) for _, fact in sites):
             return None  # some call passes something else, or a model not surely on the device
@@ -141,7 +145,7 @@ class XlaPlacement(Fact):
     def _device(self, call: ast.Call) -> Optional[ast.AST]:
         """The XLA device a ``.to(...)`` call moves to, or None."""
         where = argument(call, 0, "device")
-        return self.tensors.xla_device_value(where) if where is not None else None
+        return self.devices.xla_device_value(where) if where is not None else None
 
     def _made_on_xla(self, value: ast.AST) -> bool:
         """A tensor made on the XLA device: ``x.to(device)`` or ``torch.zeros(n, device=device)``."""
@@ -151,9 +155,9 @@ class XlaPlacement(Fact):
         qualname = self.flow.qualname(func) or ""
         if qualname.startswith("torch.") and qualname[6:] in _FACTORIES:
             device = next((k.value for k in value.keywords if k.arg == "device"), None)
-            return device is not None and self.tensors.xla_device_value(device) is not None
+            return device is not None and self.devices.xla_device_value(device) is not None
         return type(func) is ast.Attribute and func.attr == "to" and not qualname and \
-            self._device(value) is not None and self.tensors.kind(func.value) != "module"
+            self._device(value) is not None and self.tensors.kind(func.value) != MODULE
 
     def _away_calls(self, name: str, scope: ast.AST) -> List[ast.Call]:
         """``name.cpu()`` / ``name.to(<not the XLA device>)`` calls in ``scope``."""
@@ -179,21 +183,21 @@ def _has_momentum(call: ast.Call) -> bool:
     return value is not None and not (type(value) is ast.Constant and not value.value)
 
 
-def surely_on_xla(tensors: TensorFacts, node: ast.AST, depth: int) -> bool:
+def surely_on_xla(devices: DeviceValues, node: ast.AST, depth: int) -> bool:
     """Whether ``node`` surely holds a tensor on the XLA device: made there (``device=`` an XLA
     device), moved there (``.to(<XLA device>)``), or computed from such a tensor, through names'
     single assignments. (The value analysis's DEVICE kind means "may be on the device".)"""
     if depth < 0:
         return False
     if type(node) is ast.Name:
-        value = tensors.assigned_value(node)
-        return value is not None and surely_on_xla(tensors, value, depth - 1)
+        value = devices.bindings.assigned_value(node)
+        return value is not None and surely_on_xla(devices, value, depth - 1)
     if type(node) is ast.BinOp:
-        return surely_on_xla(tensors, node.left, depth) or surely_on_xla(tensors, node.right, depth)
+        return surely_on_xla(devices, node.left, depth) or surely_on_xla(devices, node.right, depth)
     if type(node) is ast.Subscript:
-        return surely_on_xla(tensors, node.value, depth)
+        return surely_on_xla(devices, node.value, depth)
     if type(node) is ast.Attribute:
-        return surely_on_xla(tensors, node.value, depth)  # ``encoded.latent_dist``
+        return surely_on_xla(devices, node.value, depth)  # ``encoded.latent_dist``
     if type(node) is not ast.Call:
         return False
     device = next((k.value for k in node.keywords if k.arg == "device"), None)
@@ -201,13 +205,13 @@ def surely_on_xla(tensors: TensorFacts, node: ast.AST, depth: int) -> bool:
     if device is None and type(func) is ast.Attribute and func.attr == "to" and node.args:
         device = node.args[0]
     if device is not None:
-        return tensors.xla_device_value(device) is not None
+        return devices.xla_device_value(device) is not None
     if type(func) is ast.Attribute and func.attr in READ_METHODS:
         return False
-    if type(func) is ast.Attribute and tensors.qualname(func) is None and surely_on_xla(tensors, func.value, depth - 1):
+    if type(func) is ast.Attribute and devices.qualname(func) is None and surely_on_xla(devices, func.value, depth - 1):
         return True  # a tensor method: ``x.float()``, ``x.view(...)``, ``dist.sample()``
     # an op or a module applied to a tensor on the device: ``torch.softmax(x)``, ``vae.encode(x)``
-    return any(surely_on_xla(tensors, arg, depth - 1) for arg in node.args[:2])
+    return any(surely_on_xla(devices, arg, depth - 1) for arg in node.args[:2])
 
 
 class MovedModules(Fact):
@@ -216,7 +220,7 @@ class MovedModules(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.index = ctx.get(NodeIndex)
-        self.tensors = ctx.get(TensorFacts)
+        self.devices = ctx.get(DeviceValues)
         self.parents = ctx.get(Parents).map
         calls = self.index.of(ast.Call)
         # dotted names moved to the device, by scope: ``model.to(device)`` / ``model = model.to(device)``
@@ -243,7 +247,7 @@ class MovedModules(Fact):
         device = next((k.value for k in call.keywords if k.arg == "device"), None)
         if device is None and call.args:
             device = call.args[0]
-        return device is not None and self.tensors.xla_device_value(device) is not None
+        return device is not None and self.devices.xla_device_value(device) is not None
 
     def _moved(self, call: ast.Call) -> bool:
         """Whether the module this construction builds is moved to the XLA device."""

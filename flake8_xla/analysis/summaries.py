@@ -8,13 +8,15 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from .flow import FlowFacts, dotted, is_constant, to_cpu
 from .fsdp import master_only_saves
 from .backends import BranchesOffXla
+from .device_values import DeviceValues
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
                       OutgoingCall, not_project)
 from .reads import READ_BUILTINS, READ_METHODS
 from .syntax import NodeIndex, is_fallback_return, positional_parameters, walk
 from .loops import StepRegions
 from .placement import XlaPlacement
-from .tensors import DEVICE, MODULE, TensorFacts
+from .tensors import TensorFacts
+from .values import DEVICE, MODULE
 from .wraps import reduced_parameters, returned_wrapper
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -38,7 +40,7 @@ def summarize(ctx) -> ModuleSummary:
         elif type(stmt) is ast.ClassDef:
             defs.extend((f"{stmt.name}.{m.name}", m, True) for m in stmt.body if type(m) in _DEFS)
     qualname = ctx.get(FlowFacts).qualname
-    tensors = ctx.get(TensorFacts)
+    tensors, devices = ctx.get(TensorFacts), ctx.get(DeviceValues)
     kind = tensors.kind
     direct_syncs: Dict[str, bool] = {}
     calls: Dict[str, Set[str]] = {}
@@ -59,7 +61,7 @@ def summarize(ctx) -> ModuleSummary:
         out[name] = FunctionSummary(
             name, ctx.filename, fn.lineno, _host_reads(fn, is_method, qualname), name in syncing,
             any(kind(r) == DEVICE for r in returns), _returned_modules(returns, qualname),
-            tensors.returns_xla_device(fn) or "", returned_wrapper(fn, qualname, tensors.assigned_value),
+            devices.returns_xla_device(fn) or "", returned_wrapper(fn, qualname, tensors.assigned_value),
             reduced_parameters(fn, qualname, is_method), master_only_saves(fn, is_method, qualname))
     imports: Dict[str, Tuple[int, str, str]] = {}
     for stmt in tree.body:
@@ -97,7 +99,7 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
                 chosen.append((call, named))
     if not chosen:
         return ()  # most callers: the value analysis is never built
-    tensors, off_xla = ctx.get(TensorFacts), ctx.get(BranchesOffXla).nodes
+    off_xla = ctx.get(BranchesOffXla).nodes
     out, speaking = [], {}
     for call, named in chosen:
         if id(call) in off_xla:
@@ -106,43 +108,52 @@ def outgoing_calls(ctx, of_project: Callable[[int, str], bool]) -> Tuple[Outgoin
         for position, arg in enumerate(call.args):
             if type(arg) is ast.Starred:
                 break
-            fact = _argument_fact(ctx, tensors, arg, call)
+            fact = _argument_fact(ctx, arg, call)
             if fact is not None:
                 arguments.append((position, fact))
         for keyword in call.keywords:
             if keyword.arg is not None:
-                fact = _argument_fact(ctx, tensors, keyword.value, call)
+                fact = _argument_fact(ctx, keyword.value, call)
                 if fact is not None:
                     arguments.append((keyword.arg, fact))
         # a model or a tensor is taken for one on XLA only where the calling code shows XLA: the same
         # call passes the XLA device or a device loader, or its function names torch_xla (a device
         # that is not XLA's is kept wherever it is passed: it says the callee also runs elsewhere)
         strong = any(fact in (XLA_DEVICE, DEVICE_LOADER, OTHER_DEVICE, XLA_MODULE) for _, fact in arguments)
-        if arguments and (strong or _speaks_xla(index.scope_of(call), tensors, speaking)):
+        if arguments and (strong or _speaks_xla(index.scope_of(call), ctx.get(DeviceValues), speaking)):
             per_step = ctx.get(StepRegions).region_of(call) is not None
             out.append(OutgoingCall(named[0], named[1], call.lineno, tuple(arguments), per_step))
     return tuple(out)
 
 
-def _argument_fact(ctx, tensors: TensorFacts, arg: ast.expr, call: ast.Call) -> Optional[str]:
-    """What a call passes for one argument; a model is XLA_MODULE where it is on the XLA device then."""
-    fact = tensors.argument_fact(arg)
-    if fact == MODULE and dotted(arg) is not None:
+def _argument_fact(ctx, arg: ast.expr, call: ast.Call) -> Optional[str]:
+    """What a call passes for one argument, for the callee in another module: the XLA device, a device
+    that is not XLA's, a device loader, a device tensor or a module (a kind's text), a model as
+    XLA_MODULE where it is on the XLA device then; None for anything else."""
+    devices, tensors = ctx.get(DeviceValues), ctx.get(TensorFacts)
+    if devices.is_xla_device(arg):
+        return XLA_DEVICE
+    if devices.on_cpu(arg):
+        return OTHER_DEVICE
+    if tensors.loader(arg) == DEVICE:
+        return DEVICE_LOADER
+    kind = tensors.kind(arg)
+    if kind == MODULE and dotted(arg) is not None:
         at = ctx.get(FlowFacts).position(call)
         if at is not None and ctx.get(XlaPlacement).module_on_xla(dotted(arg), at) is not None:
             return XLA_MODULE
-    return fact
+    return kind.value if kind in (DEVICE, MODULE) else None
 
 
-def _speaks_xla(scope: ast.AST, tensors: TensorFacts, known: Dict[int, bool]) -> bool:
+def _speaks_xla(scope: ast.AST, devices: DeviceValues, known: Dict[int, bool]) -> bool:
     """Whether a function (or the module's top level) names torch_xla or moves something to the XLA device."""
     if id(scope) not in known:
         nodes = walk(scope.body, _SCOPES) if type(scope) is not ast.Module else \
             walk([s for s in scope.body if type(s) not in _SCOPES], _SCOPES)
         known[id(scope)] = any(
-            type(n) in (ast.Name, ast.Attribute) and (tensors.qualname(n) or "").startswith(("torch_xla", "xla_compat"))
+            type(n) in (ast.Name, ast.Attribute) and (devices.qualname(n) or "").startswith(("torch_xla", "xla_compat"))
             or type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "to" and bool(n.args) and
-            tensors.is_xla_device(n.args[0]) for n in nodes)
+            devices.is_xla_device(n.args[0]) for n in nodes)
     return known[id(scope)]
 
 

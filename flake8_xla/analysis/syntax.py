@@ -80,6 +80,11 @@ def is_fallback_return(value: Optional[ast.AST]) -> bool:
     return all(e is None or (type(e) is ast.Constant and e.value in (None, False, True)) for e in elements)
 
 
+def keyword_value(call: ast.Call, name: str) -> Optional[ast.expr]:
+    """What a call passes as keyword ``name``, if it does."""
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
 def positional_parameters(fn: ast.AST, method: bool) -> List[str]:
     """The names a call fills by position (``self``/``cls`` of a method not counted, a staticmethod's kept)."""
     names = [a.arg for a in fn.args.posonlyargs + fn.args.args]

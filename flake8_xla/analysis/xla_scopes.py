@@ -8,12 +8,12 @@ import functools
 from typing import Dict, List, NamedTuple, Optional
 
 from .backends import on_xla
+from .device_values import DeviceValues
 from .devices import XLA_DEVICE_CALLS
 from .flow import FlowFacts
 from .loops import STEP_MARKERS, SYNCS
 from .off_xla import OffXla
 from .syntax import Fact, NodeIndex, Parents, leaves, walk
-from .tensors import TensorFacts
 
 # what makes a scope run on XLA: the device, a sync, an XLA optimizer step, a device loader
 XLA_ONLY_CALLS = XLA_DEVICE_CALLS | SYNCS | STEP_MARKERS | frozenset({
@@ -88,33 +88,33 @@ class XlaScopes(Fact):
         return self._evidence[key]
 
     def _find(self, scope: ast.AST) -> Optional[Evidence]:
-        tensors = self.ctx.get(TensorFacts)
+        devices = self.ctx.get(DeviceValues)
         body = scope.body if type(scope) is not ast.Lambda else [scope.body]
         nodes = [n for n in walk(body, _DEFS) if type(n) in (ast.Call, ast.Name)]
         for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
             kind = type(node)
             if kind is ast.Call:
-                if _names_xla(self.flow.qualname(node.func), node, tensors) and self.unconditional(node):
+                if _names_xla(self.flow.qualname(node.func), node, devices) and self.unconditional(node):
                     return Evidence(node, _spelled(node))
             elif kind is ast.Name and type(node.ctx) is ast.Load and self.flow.qualname(node) is None:
-                value = tensors.xla_device_value(node)
+                value = devices.xla_device_value(node)
                 if value is not None and self.unconditional(node) and self.unconditional(value):
                     return Evidence(value, _spelled(value))
         return None
 
 
-def _names_xla(qualname: Optional[str], call: ast.Call, tensors: TensorFacts) -> bool:
+def _names_xla(qualname: Optional[str], call: ast.Call, devices: DeviceValues) -> bool:
     """An XLA-only call, ``torch.device("xla")``, ``.to("xla")`` or ``torch.<factory>(..., device="xla")``."""
     if qualname in XLA_ONLY_CALLS:
         return True
     first = call.args[0] if call.args else None
     moved = qualname is None and type(call.func) is ast.Attribute and call.func.attr == "to"
     if (qualname == "torch.device" or moved) and type(first) is ast.Constant and \
-            tensors.xla_device_value(first) is not None:
+            devices.xla_device_value(first) is not None:
         return True
     # device="xla" given to torch (a factory); the project's own functions may take either device on purpose
     return (qualname or "").startswith("torch.") and any(
-        k.arg == "device" and type(k.value) is ast.Constant and tensors.xla_device_value(k.value) is not None
+        k.arg == "device" and type(k.value) is ast.Constant and devices.xla_device_value(k.value) is not None
         for k in call.keywords)
 
 

@@ -5,7 +5,7 @@ fields live under ``metadata:`` (code, docs, examples, and the metavariable cons
 cannot express, because they match text, not bindings: ``resolve`` (which qualified names it must
 resolve to: the whole metavariable, so ``torch.where(c, a, b).unsqueeze`` is not ``torch.where``),
 ``literal`` (a regex for its text), ``tensor`` / ``mask`` (it must be a device tensor / a boolean
-one, asked of flake8_xla/analysis/tensors.py), ``not_host`` (it must not be known to live on the host: a
+one, asked of flake8_xla/analysis/tensors.py and masks.py), ``not_host`` (it must not be known to live on the host: a
 CPU tensor has no XLA fallback). A constraint applies to the alternatives that bind its
 metavariable; every match must pass at least one name or type constraint. Per file, all pattern
 rules share one tree-sitter parse and one ``find_all`` over the union of their rules; each match
@@ -23,6 +23,7 @@ import flake8_xla.rules as rule_units  # the index: family_of, pattern_units
 from flake8_xla import ruledata
 from flake8_xla.rule import Diagnostic, Example, FileContext, Level, Rule, character_column
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.masks import Masks
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.syntax import NodeIndex
@@ -196,7 +197,7 @@ class _Expressions:
     def holds(self, spec: PatternSpec, match) -> Optional[bool]:
         """Whether the tensor and mask constraints hold (None: the match has none of them)."""
         tensors, checked = self.ctx.get(TensorFacts), False
-        for names, test in ((spec.tensor, tensors.is_device), (spec.mask, tensors.is_mask),
+        for names, test in ((spec.tensor, tensors.is_device), (spec.mask, self.ctx.get(Masks).is_mask),
                             (spec.not_host, tensors.may_be_on_device)):
             for name in names:
                 node = match.get_match(name)
@@ -322,9 +323,9 @@ class _Candidates:
 
     @functools.cached_property
     def has_mask_index(self) -> bool:
-        tensors = self.ctx.get(TensorFacts)
-        return tensors.may_have_masks and any(tensors.is_mask(node.slice)
-                                              for node in self.ctx.get(NodeIndex).of(ast.Subscript))
+        masks = self.ctx.get(Masks)
+        return masks.may_have_masks and any(masks.is_mask(node.slice)
+                                            for node in self.ctx.get(NodeIndex).of(ast.Subscript))
 
     @functools.cached_property
     def _method_calls(self) -> Dict[str, List[ast.Call]]:

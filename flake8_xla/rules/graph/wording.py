@@ -11,7 +11,8 @@ from typing import List, NamedTuple
 from flake8_xla.analysis.hooks import EVALUATION, TRAINING
 from flake8_xla.analysis.calls import ProjectCalls
 from flake8_xla.analysis.project import FunctionSummary, HostRead
-from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE, TensorFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE
 from flake8_xla.analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP,
                                        TRAINING_LOOP, called_from, hook_of)
 

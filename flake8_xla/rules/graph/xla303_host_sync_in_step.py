@@ -8,7 +8,7 @@ from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING
 from flake8_xla.analysis.loops import COMPILED, DYNAMO, called_from, hook_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.tensors import DEVICE, HOST, HOST_TENSOR, MODULE
+from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.loops import StepRegions

@@ -5,7 +5,7 @@ from typing import Iterator, Optional
 from flake8_xla.rules.graph.wording import BUDGET, fit, runs, where
 from flake8_xla.analysis.backends import on_xla
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.tensors import DEVICE
+from flake8_xla.analysis.values import DEVICE
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex

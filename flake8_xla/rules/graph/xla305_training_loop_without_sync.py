@@ -8,7 +8,7 @@ from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.callgraph import LocalFunctions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.tensors import HOST_TENSOR
+from flake8_xla.analysis.values import HOST_TENSOR
 from flake8_xla.versions import Version
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.flow import FlowFacts

@@ -6,7 +6,8 @@ from typing import Iterator, Optional
 from flake8_xla.analysis.flow import to_cpu
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import HOST, HOST_TENSOR, MODULE, TensorFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.values import HOST, HOST_TENSOR, MODULE
 from flake8_xla.analysis.loops import hook_of
 from flake8_xla.rules.graph.wording import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

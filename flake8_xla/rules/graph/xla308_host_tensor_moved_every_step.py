@@ -9,7 +9,9 @@ from flake8_xla.rules.graph.wording import BUDGET, fit, spelled, where, where_in
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.loops import StepRegions, is_test_file
 from flake8_xla.analysis.syntax import NodeIndex, Parents
-from flake8_xla.analysis.tensors import DEVICE, TensorFacts
+from flake8_xla.analysis.device_values import DeviceValues
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.values import DEVICE
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
 
@@ -139,7 +141,7 @@ class HostTensorMovedEveryStep(Rule):
             return  # a test makes its inputs on purpose; a few iterations, not a training run
         regions = ctx.get(StepRegions)
         flow = ctx.get(FlowFacts)
-        tensors = ctx.get(TensorFacts)
+        devices = ctx.get(DeviceValues)
         seed = "torch_xla.manual_seed" if ctx.target.version >= _MANUAL_SEED else "xm.set_rng_state"
         for call in ctx.get(NodeIndex).of(ast.Call):
             func = call.func
@@ -152,7 +154,7 @@ class HostTensorMovedEveryStep(Rule):
             if region is None or _lazy_init(call, ctx.get(Parents)):
                 continue
             target = argument(call, 0, "device")
-            if target is None or not _to_device(target, tensors):
+            if target is None or not _to_device(target, ctx):
                 continue
             device = spelled(target, "device")
             place = where(region.kind)
@@ -168,7 +170,7 @@ class HostTensorMovedEveryStep(Rule):
                           f" is copied from the host {place}; make it with device={device}")
             hint = (f"It is made on the host and copied to the device {where_in_full(region.kind)} (a host-to-device "
                     f"transfer each time). Make it there: torch.{name}(..., device={device}).")
-            fixable = _fixable(call, factory, name, target, tensors)
+            fixable = _fixable(call, factory, name, target, devices)
             yield self.diagnostic(ctx, factory, message, help=hint), \
                 functools.partial(_build_fix, call, factory, target) if fixable else None
 
@@ -206,15 +208,16 @@ def _lazy_init(node: ast.AST, parents: Parents) -> bool:
     return False
 
 
-def _to_device(target: ast.AST, tensors: TensorFacts) -> bool:
+def _to_device(target: ast.AST, ctx: FileContext) -> bool:
     """The XLA device, or ``x.device`` of a tensor on the device."""
-    if tensors.xla_device_value(target) is not None:
+    if ctx.get(DeviceValues).xla_device_value(target) is not None:
         return True
-    return type(target) is ast.Attribute and target.attr == "device" and tensors.kind(target.value) == DEVICE
+    return type(target) is ast.Attribute and target.attr == "device" and \
+        ctx.get(TensorFacts).kind(target.value) == DEVICE
 
 
-def _fixable(call: ast.Call, factory: ast.Call, name: str, target: ast.AST, tensors: TensorFacts) -> bool:
-    if len(call.args) + len(call.keywords) != 1 or tensors.xla_device_value(target) is None:
+def _fixable(call: ast.Call, factory: ast.Call, name: str, target: ast.AST, devices: DeviceValues) -> bool:
+    if len(call.args) + len(call.keywords) != 1 or devices.xla_device_value(target) is None:
         return False
     if any(k.arg is None or k.arg in _NO_FIX_KEYWORDS for k in factory.keywords):
         return False

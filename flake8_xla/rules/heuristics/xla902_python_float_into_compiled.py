@@ -5,7 +5,7 @@ from typing import Dict, Iterator, Optional, Set
 from flake8_xla.rules.graph.wording import spelled
 from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.tensors import TENSORS
+from flake8_xla.analysis.values import TENSORS
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.syntax import NodeIndex

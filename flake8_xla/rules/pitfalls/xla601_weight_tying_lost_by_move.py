@@ -7,7 +7,7 @@ from flake8_xla.analysis.flow import FlowFacts, Position, dotted
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.device_values import DeviceValues
 from flake8_xla.analysis.ties import Tie, tie_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -172,7 +172,7 @@ def _is_move(call: ast.Call, ctx: FileContext) -> bool:
     device = next((k.value for k in call.keywords if k.arg == "device"), None)
     if device is None and func.attr == "to" and call.args:
         device = call.args[0]
-    return device is not None and ctx.get(TensorFacts).xla_device_value(device) is not None
+    return device is not None and ctx.get(DeviceValues).xla_device_value(device) is not None
 
 
 def _tying_classes(index: NodeIndex) -> Dict[str, Tie]:

@@ -5,7 +5,8 @@ from typing import Callable, Iterator, Optional, Tuple
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import TENSORS, TensorFacts
+from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.values import TENSORS
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 

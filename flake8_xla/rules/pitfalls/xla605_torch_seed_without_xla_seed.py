@@ -3,12 +3,13 @@ import ast
 import re
 from typing import Iterator, List, Optional, Tuple
 
+from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.device_values import DeviceValues
 from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.placement import MovedModules, surely_on_xla
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
 
@@ -161,8 +162,8 @@ class TorchSeedWithoutXlaSeed(Rule):
         if not seeds or any(r.qualname in XLA_SEEDS for r in refs) or _other_seeding(ctx):
             return
         never = ctx.get(OffXla).nodes
-        tensors = ctx.get(TensorFacts)
-        seeds = [r for r in seeds if id(r.call) not in never and not _fixed(r.call, tensors)]
+        bindings = ctx.get(Bindings)
+        seeds = [r for r in seeds if id(r.call) not in never and not _fixed(r.call, bindings)]
         if not seeds:
             return
         evidence = _device_randomness(ctx, never)
@@ -200,18 +201,18 @@ def _other_seeding(ctx: FileContext) -> bool:
     return False
 
 
-def _fixed(call: ast.Call, tensors: TensorFacts) -> bool:
+def _fixed(call: ast.Call, bindings: Bindings) -> bool:
     """A seed written as a number (``torch.manual_seed(42)``, or a name given one): it asks for the same
     numbers in every run, which the XLA generator's default seed happens to give as well."""
     seed = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "seed"), None)
     if type(seed) is ast.Name:
-        seed = tensors.assigned_value(seed) or seed
+        seed = bindings.assigned_value(seed) or seed
     return type(seed) is ast.Constant and type(seed.value) is int
 
 
 def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]]:
     """(line, what) of the first random numbers the file surely makes on the XLA device, or None."""
-    tensors = ctx.get(TensorFacts)
+    devices = ctx.get(DeviceValues)
     found: List[Tuple[int, str]] = []
     for ref in ctx.get(SemanticModel).references:
         call = ref.call
@@ -219,12 +220,12 @@ def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]
             continue
         if ref.qualname in _RANDOM:
             device = next((k.value for k in call.keywords if k.arg == "device"), None)
-            on_xla = tensors.xla_device_value(device) is not None if device is not None else \
-                bool(call.args) and ref.qualname.endswith("_like") and surely_on_xla(tensors, call.args[0], 3)
+            on_xla = devices.xla_device_value(device) is not None if device is not None else \
+                bool(call.args) and ref.qualname.endswith("_like") and surely_on_xla(devices, call.args[0], 3)
             if not on_xla and device is None and ref.qualname in _FROM_OPERAND and call.args:
-                on_xla = surely_on_xla(tensors, call.args[0], 3)
+                on_xla = surely_on_xla(devices, call.args[0], 3)
         elif ref.qualname in _RANDOM_INIT or ref.qualname in _DROPOUT_CALLS:
-            on_xla = bool(call.args) and surely_on_xla(tensors, call.args[0], 3)
+            on_xla = bool(call.args) and surely_on_xla(devices, call.args[0], 3)
         else:
             continue
         if on_xla:
@@ -233,7 +234,7 @@ def _device_randomness(ctx: FileContext, never: set) -> Optional[Tuple[int, str]
     for call in index.of(ast.Call):
         func = call.func
         if type(func) is ast.Attribute and func.attr in _RANDOM_METHODS and id(call) not in never and \
-                surely_on_xla(tensors, func.value, 3):
+                surely_on_xla(devices, func.value, 3):
             found.append((call.lineno, f".{func.attr}()"))
     if found:
         return min(found)

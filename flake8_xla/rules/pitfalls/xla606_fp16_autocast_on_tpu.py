@@ -5,7 +5,7 @@ from typing import Callable, Iterator, Optional, Tuple
 from flake8_xla.analysis.flow import FlowFacts, argument, dotted, is_constant
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
-from flake8_xla.analysis.tensors import TensorFacts
+from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
@@ -115,7 +115,7 @@ class Fp16AutocastOnTpu(Rule):
             flow = flow or ctx.get(FlowFacts)
             written, value = dtype, dtype
             if type(dtype) is ast.Name:
-                value = ctx.get(TensorFacts).assigned_value(dtype) or dtype
+                value = ctx.get(Bindings).assigned_value(dtype) or dtype
             qualname = flow.qualname(value)
             if qualname not in FLOAT16:
                 continue
