@@ -7,6 +7,7 @@ The naming is mechanical, so ``rule_index()`` knows every code, name and whether
 (the XLA9xx family, and XLA001 as ruff's RUF100) from the file names alone: a run whose files all
 fail the pre-filter or hit the result cache never imports a rule. The rules themselves are gathered by
 registry.py, which the engine imports on first use."""
+import functools
 import os
 import re
 from typing import List, Tuple
@@ -41,6 +42,7 @@ def pattern_units() -> List[str]:
     return [stem for stem in stems if _UNIT.fullmatch(stem)]
 
 
+@functools.lru_cache(maxsize=None)  # asked for every file (its noqa codes); the units do not change in a run
 def rule_index() -> Tuple[Tuple[str, str, bool], ...]:
     """(code, kebab name, off by default) of every rule unit, in code order, from the file names."""
     found = []
