@@ -8,9 +8,9 @@ import functools
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .callgraph import LocalFunctions
-from .flow import PARTIAL, FlowFacts, argument, is_constant, is_main_guard
+from .control import FlowFacts
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, walk
+from .syntax import PARTIAL, Fact, NodeIndex, argument, is_constant, is_main_guard, walk
 from .tensors import TensorFacts
 
 # start ``fn(index, ...)`` once per device

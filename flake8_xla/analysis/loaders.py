@@ -7,10 +7,11 @@ import ast
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from .bindings import Bindings
 from .callgraph import LocalFunctions
-from .flow import FlowFacts, argument, dotted, is_constant
+from .control import FlowFacts
 from .semantic import Reference, SemanticModel
-from .syntax import Fact, NodeIndex, Parents, walk
+from .syntax import Fact, NodeIndex, Parents, argument, dotted, is_constant, walk
 from .tensors import TensorFacts
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -108,7 +109,7 @@ class DataLoaders(Fact):
             return False
         ctx = self.ctx
         if type(node) is ast.Name:
-            value = ctx.get(TensorFacts).assigned_value(node) or ctx.get(FlowFacts).value_of(node)
+            value = ctx.get(TensorFacts).assigned_value(node) or ctx.get(Bindings).value_of(node)
             if value is None:
                 owner = self.function_of(node)
                 value = passed.get((id(owner), node.id)) if owner is not None else None
@@ -158,7 +159,7 @@ class DataLoaders(Fact):
         """A dataset built with the rank or the world size (``Subset(ds, range(rank, n, world))``,
         ``ds.shard(...)``, ``split_dataset_by_node``, ``ds[rank::world]``), followed a few names back."""
         tensors = self.ctx.get(TensorFacts)
-        flow = self.ctx.get(FlowFacts)
+        bindings = self.ctx.get(Bindings)
         seen: Set[int] = set()
         frontier = [dataset]
         for _ in range(4):
@@ -173,7 +174,7 @@ class DataLoaders(Fact):
                     if type(node) is ast.Subscript and type(node.slice) is ast.Slice and node.slice.step is not None:
                         return True
                     if type(node) is ast.Name and type(node.ctx) is ast.Load:
-                        value = tensors.assigned_value(node) or flow.value_of(node)
+                        value = tensors.assigned_value(node) or bindings.value_of(node)
                         if value is not None:
                             following.append(value)
             frontier = following
