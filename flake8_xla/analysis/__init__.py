@@ -12,7 +12,7 @@ Syntax and names:
   environment   which environment variables the file sets
 Control flow and values:
   control       where a statement sits, what surely runs before it, which branches hold it
-  bindings      where each dotted name is assigned and with what, and where a module is moved in place
+  assignments   where each dotted name is assigned and with what, and where a module is moved in place
   flow          the names tensors imports from here while it is split: control's, syntax's, wraps'
   backends      which backend a test selects
   hooks         framework hooks that run once per batch

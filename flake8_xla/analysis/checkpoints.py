@@ -13,7 +13,7 @@ import ast
 import functools
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .bindings import Bindings
+from .assignments import Assignments
 from .control import FlowFacts, Position
 from .fsdp import spmd_api
 from .loops import LOOPS, SCOPES, StepRegions
@@ -100,8 +100,8 @@ class Checkpointing(Fact):
                 self.shardings.append(Sharding(wrap.target, wrap.call, wrap.at))
 
     @property
-    def _bindings(self) -> Bindings:
-        return self.ctx.get(Bindings)
+    def _bindings(self) -> Assignments:
+        return self.ctx.get(Assignments)
 
     # -- managers -------------------------------------------------------------------------------
     @functools.cached_property
@@ -302,5 +302,5 @@ def state_dict_owners(ctx, expr: Optional[ast.AST], depth: int = 3) -> List[str]
         return [o for v in expr.values for o in state_dict_owners(ctx, v, depth)]
     if kind in (ast.List, ast.Tuple):
         return [o for e in expr.elts for o in state_dict_owners(ctx, e, depth)]
-    value = ctx.get(Bindings).value_of(expr)
+    value = ctx.get(Assignments).value_of(expr)
     return state_dict_owners(ctx, value, depth - 1) if value is not None else []

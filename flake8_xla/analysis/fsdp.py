@@ -13,7 +13,7 @@ import os
 import re
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from .bindings import Bindings
+from .assignments import Assignments
 from .control import FlowFacts, Position
 from ..rule import FileContext
 from .semantic import SemanticModel
@@ -269,8 +269,8 @@ class CheckpointFacts(Fact):
         return out
 
     @property
-    def bindings(self) -> Bindings:
-        return self.ctx.get(Bindings)
+    def bindings(self) -> Assignments:
+        return self.ctx.get(Assignments)
 
     # -- what the data holds ------------------------------------------------------------------
     def fsdp_state(self, expr: Optional[ast.AST], depth: int = 3) -> Optional[FsdpState]:

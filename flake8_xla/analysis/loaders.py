@@ -7,7 +7,7 @@ import ast
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
-from .bindings import Bindings
+from .assignments import Assignments
 from .callgraph import LocalFunctions
 from .control import FlowFacts
 from .semantic import Reference, SemanticModel
@@ -109,7 +109,7 @@ class DataLoaders(Fact):
             return False
         ctx = self.ctx
         if type(node) is ast.Name:
-            value = ctx.get(TensorFacts).assigned_value(node) or ctx.get(Bindings).value_of(node)
+            value = ctx.get(TensorFacts).assigned_value(node) or ctx.get(Assignments).value_of(node)
             if value is None:
                 owner = self.function_of(node)
                 value = passed.get((id(owner), node.id)) if owner is not None else None
@@ -159,7 +159,7 @@ class DataLoaders(Fact):
         """A dataset built with the rank or the world size (``Subset(ds, range(rank, n, world))``,
         ``ds.shard(...)``, ``split_dataset_by_node``, ``ds[rank::world]``), followed a few names back."""
         tensors = self.ctx.get(TensorFacts)
-        bindings = self.ctx.get(Bindings)
+        bindings = self.ctx.get(Assignments)
         seen: Set[int] = set()
         frontier = [dataset]
         for _ in range(4):

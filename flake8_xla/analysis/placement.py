@@ -8,7 +8,7 @@ import functools
 import os
 from typing import Dict, List, Optional, Set, Tuple
 
-from .bindings import Bindings
+from .assignments import Assignments
 from .control import FlowFacts, Position
 from .project import XLA_MODULE
 from .reads import READ_METHODS
@@ -31,7 +31,7 @@ class XlaPlacement(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
-        self.bindings: Bindings = ctx.get(Bindings)
+        self.bindings: Assignments = ctx.get(Assignments)
         self.tensors: TensorFacts = ctx.get(TensorFacts)
 
     def holds(self, expr: ast.AST, at: Position, depth: int) -> Optional[Tuple[str, str]]:

@@ -10,7 +10,7 @@ import functools
 import re
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from .bindings import Bindings
+from .assignments import Assignments
 from .calls import ProjectCalls
 from .control import FlowFacts, Position
 from .semantic import SemanticModel
@@ -219,8 +219,8 @@ class FsdpWraps(Fact):
         return False
 
     @property
-    def _bindings(self) -> Bindings:
-        return self.ctx.get(Bindings)
+    def _bindings(self) -> Assignments:
+        return self.ctx.get(Assignments)
 
 
 class HelperWraps(Fact):
@@ -254,7 +254,7 @@ class HelperWraps(Fact):
         at = flow.position(node)
         if not name or at is None:
             return None
-        bindings = self.ctx.get(Bindings)
+        bindings = self.ctx.get(Assignments)
         bound = bindings.bindings_before(name, at)
         value = bound[-1].value if bound else None
         if type(value) is not ast.Call:
@@ -297,7 +297,7 @@ class HelperWraps(Fact):
         return out
 
     def _value_of(self, name: ast.Name) -> Optional[ast.AST]:
-        return self.ctx.get(Bindings).value_of(name)
+        return self.ctx.get(Assignments).value_of(name)
 
     @functools.cached_property
     def reductions(self) -> List[Tuple[ast.Call, int]]:

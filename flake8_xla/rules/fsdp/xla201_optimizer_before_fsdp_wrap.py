@@ -7,7 +7,7 @@ from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.analysis.control import Position
 from flake8_xla.analysis.wraps import FsdpWraps, HelperWraps, OptimizerBuild, Wrap, is_optimizer
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 from flake8_xla.analysis.semantic import SemanticModel
 
 
@@ -100,13 +100,13 @@ class OptimizerBeforeFsdpWrap(Rule):
             wraps += ctx.get(HelperWraps).assigned  # the wrapper may come from a helper: ``model = shard(model)``
         if not wraps:
             return
-        bindings = ctx.get(Bindings)
+        bindings = ctx.get(Assignments)
         for optimizer in own.optimizers:
             problem = self._problem(bindings, optimizer, wraps)
             if problem:
                 yield self.diagnostic(ctx, optimizer.call, problem[0], help=problem[1])
 
-    def _problem(self, bindings: Bindings, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[Tuple[str, str]]:
+    def _problem(self, bindings: Assignments, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[Tuple[str, str]]:
         scope, order = optimizer.at.scope, optimizer.at.order
         for name in optimizer.params_of:
             for wrap in wraps:
@@ -132,7 +132,7 @@ class OptimizerBeforeFsdpWrap(Rule):
         return None
 
 
-def _on_device_before(bindings: Bindings, name: str, at: Position) -> bool:
+def _on_device_before(bindings: Assignments, name: str, at: Position) -> bool:
     """Whether ``name`` was moved with ``.to(...)`` (or created by an expression ending in one)
     in the scope of ``at``, before it."""
     if any(_calls_to(binding.value) for binding in bindings.bindings_before(name, at)):

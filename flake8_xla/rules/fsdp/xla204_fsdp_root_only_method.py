@@ -7,7 +7,7 @@ from flake8_xla.analysis.control import FlowFacts, Position
 from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import NodeIndex, dotted, prefixes
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 ROOT_ONLY = ("clip_grad_norm_", "no_sync")
 
@@ -102,7 +102,7 @@ def _still_bound(ctx: FileContext, inner: Wrap, at: Position) -> bool:
     """``model.layer`` keeps reaching the inner wrapper while ``model`` is only rebound to a
     wrapper of itself (FSDP forwards attribute access to the module it wraps)."""
     scope, start, end = at.scope, inner.at.order, at.order
-    bindings, wraps = ctx.get(Bindings), ctx.get(FsdpWraps).wraps
+    bindings, wraps = ctx.get(Assignments), ctx.get(FsdpWraps).wraps
     if bindings.rebound_between(inner.target, scope, start, end):
         return False
     for prefix in prefixes(inner.target):

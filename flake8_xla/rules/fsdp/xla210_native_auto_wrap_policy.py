@@ -7,7 +7,7 @@ from flake8_xla.analysis.syntax import PARTIAL, dotted
 from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.wraps import FsdpWraps
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 HEADER = "import functools\n" + EXAMPLE_FSDP
 NATIVE_POLICIES = "torch.distributed.fsdp.wrap."
@@ -91,7 +91,7 @@ def _native_policy(node: ast.AST, ctx: FileContext, at: ast.AST, depth: int = 0)
     name = dotted(node)
     where = flow.position(at)
     if name and where is not None and type(node) is ast.Name:
-        bound = ctx.get(Bindings).bindings_before(name, where)
+        bound = ctx.get(Assignments).bindings_before(name, where)
         if bound:
             return _native_policy(bound[-1].value, ctx, bound[-1].value, depth + 1)
     return None

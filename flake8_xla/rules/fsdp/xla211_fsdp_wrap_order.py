@@ -7,7 +7,7 @@ from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import prefixes, walk
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"
 ALREADY_WRAPPED = "RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'"
@@ -120,7 +120,7 @@ def _late_inner_wrap(ctx: FileContext, wrap: Wrap) -> Finding:
     """``m.layer = FSDP(m.layer)`` after ``m = FSDP(m)`` (or after ``w = FSDP(m)``)."""
     if not wrap.wrapped or "." not in wrap.wrapped:
         return None
-    flow, bindings = ctx.get(FlowFacts), ctx.get(Bindings)
+    flow, bindings = ctx.get(FlowFacts), ctx.get(Assignments)
     scope = wrap.at.scope
     for parent in prefixes(wrap.wrapped):
         for outer in ctx.get(FsdpWraps).wraps:

@@ -6,7 +6,7 @@ from flake8_xla.rules.examples import EXAMPLE_FSDP
 from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 FSDP1 = "import torch.nn as nn\n" + EXAMPLE_FSDP
 CONTAINERS = {
@@ -85,7 +85,7 @@ class FsdpWrapsContainer(Rule):
                     ctx, wrap.inner, f"{wrap.label} wraps an {kind}, which has no forward(); {_instead(kind)}",
                     help=f"{wrap.label} {RAISES}. {_alternatives(kind)}")
                 continue
-            bound = _bound_container(ctx.get(Bindings), wrap, containers)
+            bound = _bound_container(ctx.get(Assignments), wrap, containers)
             if bound is not None:
                 kind, line = bound
                 yield self.diagnostic(
@@ -104,7 +104,7 @@ def _alternatives(kind: str) -> str:
     return f"Wrap each {what} in it, or the module whose forward() calls them."
 
 
-def _bound_container(bindings: Bindings, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:
+def _bound_container(bindings: Assignments, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:
     """The container the wrapped name surely holds: its last binding before the wrap, which runs."""
     if not wrap.wrapped:
         return None

@@ -8,7 +8,7 @@ from flake8_xla.analysis.wraps import FsdpWraps, Wrap, is_optimizer, parameter_o
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import dotted, is_constant, walk, within_dotted
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
@@ -73,7 +73,7 @@ class FlattenParametersWithParamGroups(Rule):
         wraps = ctx.get(FsdpWraps)
         if not any(_flattens(w) for w in wraps.wraps):
             return
-        flow, bindings = wraps.flow, ctx.get(Bindings)
+        flow, bindings = wraps.flow, ctx.get(Assignments)
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or not is_optimizer(ref.qualname):
@@ -105,7 +105,7 @@ def _flattens(wrap: Wrap) -> bool:
         k.arg == "flatten_parameters" and is_constant(k.value, True) for k in wrap.call.keywords)
 
 
-def _group_list(bindings: Bindings, argument: ast.AST, at: Position) -> Optional[Tuple[ast.List, Position]]:
+def _group_list(bindings: Assignments, argument: ast.AST, at: Position) -> Optional[Tuple[ast.List, Position]]:
     """The list of two or more group dicts the optimizer gets, and where it was built: inline, or
     the surely-run last binding of the name passed."""
     value, built = argument, at
@@ -119,7 +119,7 @@ def _group_list(bindings: Bindings, argument: ast.AST, at: Position) -> Optional
     return None
 
 
-def _split_groups(bindings: Bindings, groups: ast.List, wrap: Wrap, at: Position) -> bool:
+def _split_groups(bindings: Assignments, groups: ast.List, wrap: Wrap, at: Position) -> bool:
     """Whether two or more group dicts take the wrapper's parameters (directly, or through one
     name bound to a parameter list after the wrap, like ``decay = [p for n, p in ...]``)."""
     taking = 0

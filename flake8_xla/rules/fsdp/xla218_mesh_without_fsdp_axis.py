@@ -10,7 +10,7 @@ from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.analysis.syntax import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 MESH_BUILDERS = ("Mesh", "HybridMesh", "get_1d_mesh")
 HEADER = FSDP2 + SPMD + "import numpy as np\n\nxr.use_spmd()\n"
@@ -95,7 +95,7 @@ class MeshWithoutFsdpAxis(Rule):
             return
         reported = set()
         for wrap in wraps:
-            mesh = _mesh_of(ctx.get(Bindings), wrap, global_sets, builders)
+            mesh = _mesh_of(ctx.get(Assignments), wrap, global_sets, builders)
             if mesh is None or id(mesh) in reported:
                 continue
             problem = _axis_problem(mesh, builders[id(mesh)])
@@ -116,7 +116,7 @@ class MeshWithoutFsdpAxis(Rule):
             yield self.diagnostic(ctx, node, message, help=help)
 
 
-def _mesh_of(bindings: Bindings, wrap: Wrap, global_sets: List[Tuple[ast.Call, Position]],
+def _mesh_of(bindings: Assignments, wrap: Wrap, global_sets: List[Tuple[ast.Call, Position]],
              builders: Dict[int, str]) -> Optional[ast.Call]:
     """The mesh-building call whose mesh this wrap uses, when it is certain."""
     call = wrap.call
@@ -134,7 +134,7 @@ def _mesh_of(bindings: Bindings, wrap: Wrap, global_sets: List[Tuple[ast.Call, P
     return _builder(bindings, setter.args[0], at, builders)
 
 
-def _builder(bindings: Bindings, expr: ast.AST, at: Position, builders: Dict[int, str]) -> Optional[ast.Call]:
+def _builder(bindings: Assignments, expr: ast.AST, at: Position, builders: Dict[int, str]) -> Optional[ast.Call]:
     if id(expr) in builders:
         return expr
     name = dotted(expr)

@@ -11,7 +11,7 @@ from flake8_xla.analysis.syntax import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.wraps import FsdpWraps
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 # Hugging Face model classes return a ModelOutput (a dict) from forward; tokenizers, configs and
 # TF/Flax classes are not torch modules.
@@ -98,7 +98,7 @@ class FsdpV2OutputNotSharded(Rule):
         if not builds or any("return_dict" in line for line in ctx.lines):
             return
         for wrap in wraps:
-            model = _hf_build(ctx.get(Bindings), wrap.inner, wrap.at, builds, unwrapping)
+            model = _hf_build(ctx.get(Assignments), wrap.inner, wrap.at, builds, unwrapping)
             if model is not None:
                 yield self.diagnostic(
                     ctx, wrap.call, "FSDPv2 wraps a Hugging Face model without shard_output=; pass one that marks "
@@ -115,7 +115,7 @@ def _is_hf_model(qualname: str) -> bool:
     return bool(_HF_MODEL_CLASS.fullmatch(cls)) and not cls.startswith(("TF", "Flax")) and cls != "PreTrainedModel"
 
 
-def _hf_build(bindings: Bindings, expr: ast.AST, at: Position, builds: Dict[int, str], unwrapping: set,
+def _hf_build(bindings: Assignments, expr: ast.AST, at: Position, builds: Dict[int, str], unwrapping: set,
               depth: int = 4) -> Optional[ast.Call]:
     """The transformers call that ``expr`` evaluates to, following one assignment per name."""
     expr = _peel(expr, unwrapping, builds)

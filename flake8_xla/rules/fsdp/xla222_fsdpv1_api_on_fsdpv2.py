@@ -11,7 +11,7 @@ from flake8_xla.analysis.wraps import FSDP_V2, FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, dotted
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 CHECKPOINT_ADVICE = ("Save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint.")
@@ -128,7 +128,7 @@ def _attribute_wrap(ctx: FileContext, name: str, call: ast.Call, class_of: Dict[
         return None
     methods = {id(stmt) for stmt in class_of[id(at.scope)].body}
     last: Dict[int, ast.AST] = {}  # id(method) -> value of its last assignment to the attribute
-    for binding in ctx.get(Bindings).bindings:  # in statement order
+    for binding in ctx.get(Assignments).bindings:  # in statement order
         if binding.name == name and id(binding.at.scope) in methods:
             if binding.at.scope is at.scope and binding.at.order < at.order:
                 return None  # assigned in this method before the call: FsdpWraps.wrapper_at's case

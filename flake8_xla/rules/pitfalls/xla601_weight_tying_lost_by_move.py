@@ -10,7 +10,7 @@ from flake8_xla.analysis.syntax import NodeIndex, dotted, walk, within_dotted
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.ties import Tie, tie_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.bindings import Bindings
+from flake8_xla.analysis.assignments import Assignments
 
 # a call that (re)ties or restores shared parameters: ``model.tie_weights()``, ``retie(model)``,
 # ``_set_shared_params(...)``, ``with preserve_shared_weights(model):``
@@ -149,7 +149,7 @@ class WeightTyingLostByMove(Rule):
     def _tie_before(ctx: FileContext, flow: FlowFacts, classes: Dict[str, Tie], call: ast.Call,
                     at: Position) -> Optional[Tie]:
         receiver = call.func.value
-        built = _built_from(receiver, ctx.get(Bindings), at)
+        built = _built_from(receiver, ctx.get(Assignments), at)
         if built in classes:
             return classes[built]
         name = dotted(receiver)
@@ -230,7 +230,7 @@ def _calls_super_init(fn: ast.AST) -> bool:
                n.func.value.func.id == "super" for n in walk(fn.body))
 
 
-def _built_from(receiver: ast.AST, bindings: Bindings, at: Position) -> Optional[str]:
+def _built_from(receiver: ast.AST, bindings: Assignments, at: Position) -> Optional[str]:
     """The class of the file a module was built from: ``LM(...)`` itself, or the value the name was
     last given before the move in the same function (``model = LM()``)."""
     value: Optional[ast.AST] = receiver

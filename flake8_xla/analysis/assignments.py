@@ -25,11 +25,11 @@ class Move(NamedTuple):
     at: Position
 
 
-class Bindings:
+class Assignments:
     """The assignments and in-place moves of one file, in statement order."""
 
     @classmethod
-    def from_context(cls, ctx) -> "Bindings":
+    def from_context(cls, ctx) -> "Assignments":
         return cls(ctx.get(FlowFacts))
 
     def __init__(self, flow: FlowFacts) -> None:
@@ -120,4 +120,4 @@ def _plain_assignment(stmt: ast.stmt, name: str) -> bool:
     return type(stmt) is ast.AnnAssign and dotted(stmt.target) == name
 
 
-__all__ = ["Binding", "Bindings", "Move"]
+__all__ = ["Binding", "Assignments", "Move"]
