@@ -4,8 +4,10 @@ exact diagnostics (code, line, column, message) or exact silence."""
 import ast
 from typing import List, Tuple
 
+from flake8_xla.analysis.hooks import EVALUATION
+from flake8_xla.analysis.loops import HookKind, RegionKind, StepRegion
 from flake8_xla.engine import lint_source
-from flake8_xla.rules.graph.wording import abridged
+from flake8_xla.rules.graph.wording import abridged, hands_off, runs, where, where_in_full
 
 HEADER = ("import torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
           "import torch_xla.distributed.parallel_loader as pl\nfrom torch.utils.data import DataLoader\n\n"
@@ -585,3 +587,20 @@ def test_a_long_expression_is_abridged_to_fit_the_first_line() -> None:
     assert shown("pred.eq(target.view_as(pred)).sum().item()", 30) == "pred.eq(...).sum().item()"
     assert shown("loss.detach().item()", 16) == "loss.detach().item()"
     assert shown("running_loss_reduced_detached_and_gathered_over_replicas.item()", 30) == "SHORT"
+
+
+def test_where_a_region_runs_comes_from_its_kind_hook_or_caller() -> None:
+    """A kind's text is its value, the same on every Python (format() of a str-valued Enum is not); a
+    hook region and one a caller in another module runs carry which hook and which call."""
+    assert [kind.value for kind in RegionKind] == ["training loop", "model loop", "device loop", "torch_xla.compile",
+                                                   "openxla", "forward", "callback", "hook", "called"]
+    node = ast.parse("pass").body[0]
+    hook = StepRegion(node, RegionKind.HOOK, hook=HookKind(EVALUATION, "Lightning", "validation_step"))
+    assert (where(hook), runs(hook), hands_off(hook)) == \
+        ("in validation_step", "validation_step runs on every batch (Lightning). ", True)
+    called = StepRegion(node, RegionKind.CALLED, caller="train.py:12")
+    assert (where(called), where_in_full(called), hands_off(called)) == \
+        ("on every step of its caller", "on every step of its caller (train.py:12)", False)
+    loop = StepRegion(node, RegionKind.MODEL_LOOP)
+    assert (where(loop), runs(loop), hands_off(loop)) == \
+        (MODEL, "It runs on every iteration of a loop that runs the model. ", True)

@@ -7,6 +7,7 @@ import pytest
 from flake8_xla.engine import lint_source
 from flake8_xla.lifecycle.table import api_table
 from flake8_xla.analysis.semantic import COMPAT, SemanticModel
+from flake8_xla.analysis.syntax import within_dotted
 
 
 def codes(source: str, target: str = "2.9"):
@@ -216,3 +217,9 @@ def test_deep_nesting_does_not_exhaust_the_stack() -> None:
     depth = 2000
     source = "import torch_xla.core.xla_model as xm\nx = " + " + ".join(["xm.mark_step()"] * depth) + "\n"
     assert len(codes(source)) == depth
+
+
+def test_a_dotted_name_is_within_itself_and_its_prefixes_only() -> None:
+    names = ("model", "model.layer", "model.layer.weight", "model2", "mod", "x.model")
+    assert [n for n in names if within_dotted(n, "model")] == ["model", "model.layer", "model.layer.weight"]
+    assert [n for n in names if within_dotted("model.layer", n)] == ["model", "model.layer"]

@@ -9,7 +9,7 @@ import pytest
 from flake8_xla import tomlcache
 from flake8_xla.engine import all_rules, rule_index
 
-HEAVY = ("flake8_xla.analysis.tensors", "flake8_xla.analysis.flow", "flake8_xla.analysis.loops",
+HEAVY = ("flake8_xla.analysis.tensors", "flake8_xla.analysis.control", "flake8_xla.analysis.loops",
          "flake8_xla.analysis.fsdp", "flake8_xla.rules.patterns", "ast_grep_py")
 PROBE = ("import sys\nfrom flake8_xla.cli import main\ncode = main(sys.argv[1:])\n"
          "print(sorted(m for m in {heavy!r} if m in sys.modules), code)\n")

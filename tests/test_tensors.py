@@ -6,7 +6,7 @@ import pytest
 from flake8_xla.analysis.arguments import CallArguments
 from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.analysis.device_values import DeviceValues
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.masks import Masks
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.summaries import outgoing_calls

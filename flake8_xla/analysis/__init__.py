@@ -4,14 +4,15 @@ holds its check's decision and its wording; the questions below are answered her
 layer imports nothing of flake8_xla but versions and rule (tests/test_layers.py).
 
 Syntax and names:
-  syntax        nodes by type, scopes, parents and what sits around a node
+  syntax        nodes by type, scopes, parents and what sits around a node; dotted names, call arguments
   releases      which branches of a test on the torch_xla release are compat code on the target
   semantic      what each name and attribute chain refers to (qualified names), and what is compat code
   reads         what copies a device value to the host
   devices       which calls and literals name the XLA device
   environment   which environment variables the file sets
 Control flow and values:
-  flow          where a statement sits, what surely runs before it, bindings, FSDP wraps
+  control       where a statement sits, what surely runs before it, which branches hold it
+  assignments   where each dotted name is assigned and with what, and where a module is moved in place
   backends      which backend a test selects
   hooks         framework hooks that run once per batch
   project       the other modules of the project: their function summaries and call sites
@@ -33,7 +34,8 @@ Step regions and launches:
 Domain facts:
   placement     what is on the XLA device, since when
   availability  where the file asks whether torch_xla is there
-  wraps         FSDP wrappers the file gets from helpers; helpers that all-reduce gradients
+  wraps         FSDP wraps and the optimizers built around them, its own and helpers'; helpers that
+                all-reduce gradients
   fsdp          FSDP, SPMD and checkpoint-save facts
   checkpoints   checkpoint managers, sharded models and training loops around a save
   loaders       what a DataLoader feeds and draws from

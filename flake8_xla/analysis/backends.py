@@ -8,8 +8,7 @@ import functools
 import re
 from typing import Optional, Set
 
-from .flow import dotted
-from .syntax import NodeIndex, walk
+from .syntax import NodeIndex, dotted, walk
 
 _XLA_WORD = re.compile(r"(?i)xla|tpu")
 _CUDA_WORD = re.compile(r"(?i)cuda|gpu|nccl|(?<![a-z])mps(?![a-z])")

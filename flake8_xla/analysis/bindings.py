@@ -13,10 +13,11 @@ import functools
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .backends import BranchesOffXla
-from .flow import FSDP_ANY, FlowFacts, dotted
+from .control import FlowFacts
 from .hooks import FrameworkHooks
-from .syntax import NodeIndex, walk
+from .syntax import NodeIndex, dotted, walk
 from .values import DEVICE, HOST, HOST_BUILTINS, MODULE, Kind
+from .wraps import FSDP_ANY
 
 # A binding is a plain tuple (order, how, a, b), cheap to make by the thousand: ``order`` is
 # where it takes effect; ``how`` says what ``a`` and ``b`` are.

@@ -7,9 +7,9 @@ import ast
 import functools
 from typing import Callable, Dict, Optional, Tuple
 
-from .flow import FlowFacts, dotted
+from .control import FlowFacts
 from .project import NO_PROJECT, CallSite, FunctionSummary, Project
-from .syntax import Fact, NodeIndex
+from .syntax import Fact, NodeIndex, dotted
 
 
 class ProjectCalls(Fact):

@@ -13,11 +13,13 @@ import ast
 import functools
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .flow import FlowFacts, Position, argument, dotted
+from .assignments import Assignments
+from .control import FlowFacts, Position
 from .fsdp import spmd_api
 from .loops import LOOPS, SCOPES, StepRegions
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, Parents, walk
+from .syntax import Fact, NodeIndex, Parents, argument, dotted, walk, within_dotted
+from .wraps import FsdpWraps
 
 # torch_xla's manager over torch.distributed.checkpoint (SPMD), and the companion's
 MANAGERS = frozenset({"torch_xla.experimental.distributed_checkpoint.CheckpointManager",
@@ -76,9 +78,9 @@ class Checkpointing(Fact):
         refs = [r for r in ctx.get(SemanticModel).references if not r.is_import and r.call is not None]
         wanted = [r for r in refs if r.qualname in MANAGERS or r.qualname in COMPAT_MANAGERS or
                   spmd_api(r.qualname, "mark_sharding", "mark_sharding_with_gradients")]
-        if not wanted and not any(w.kind == "v2" for w in self.flow.wraps):
+        wraps = ctx.get(FsdpWraps).wraps
+        if not wanted and not any(w.kind == "v2" for w in wraps):
             return
-        self.flow.collect()
         for ref in wanted:
             at = self.flow.position(ref.call)
             if at is None:
@@ -93,9 +95,13 @@ class Checkpointing(Fact):
             name = dotted(tensor)
             if name is not None:
                 self.shardings.append(Sharding(name, ref.call, at))
-        for wrap in self.flow.wraps:
+        for wrap in wraps:
             if wrap.kind == "v2" and wrap.target:
                 self.shardings.append(Sharding(wrap.target, wrap.call, wrap.at))
+
+    @property
+    def _bindings(self) -> Assignments:
+        return self.ctx.get(Assignments)
 
     # -- managers -------------------------------------------------------------------------------
     @functools.cached_property
@@ -108,7 +114,7 @@ class Checkpointing(Fact):
         of the class (each must build a manager or copy an attribute that does). Empty: unknown."""
         if not self.builds:
             return []
-        value = self.flow.value_of(receiver)
+        value = self._bindings.value_of(receiver)
         if value is not None:
             build = self._by_call.get(id(value))
             return [build] if build is not None else []
@@ -123,7 +129,7 @@ class Checkpointing(Fact):
             return []
         seen.add(name)
         methods = {id(stmt) for stmt in cls.body}
-        values = [b.value for b in self.flow.bindings if b.name == name and id(b.at.scope) in methods]
+        values = [b.value for b in self._bindings.bindings if b.name == name and id(b.at.scope) in methods]
         found: List[ManagerBuild] = []
         for value in values:
             build = self._by_call.get(id(value))
@@ -157,9 +163,9 @@ class Checkpointing(Fact):
             if sharding.at.scope is not at.scope or not sharding.at.order < at.order:
                 continue
             owner = self._loop_owner(sharding) or sharding.name
-            related = owner == name or owner.startswith(name + ".") or name.startswith(owner + ".")
+            related = within_dotted(owner, name) or within_dotted(name, owner)
             root = min(owner, name, key=len)
-            if related and not self.flow.rebound_between(root, at.scope, sharding.at.order, at.order):
+            if related and not self._bindings.rebound_between(root, at.scope, sharding.at.order, at.order):
                 return sharding
         return None
 
@@ -277,7 +283,7 @@ def loop_variables(loop: ast.AST, body: Sequence[ast.AST]) -> Set[str]:
     return out  # type: ignore[return-value]
 
 
-def state_dict_owners(flow: FlowFacts, expr: Optional[ast.AST], depth: int = 3) -> List[str]:
+def state_dict_owners(ctx, expr: Optional[ast.AST], depth: int = 3) -> List[str]:
     """Dotted receivers of the ``.state_dict()`` calls ``expr`` is or carries (in a dict, list or
     tuple, or through a name bound in the same scope)."""
     if expr is None or depth < 0:
@@ -288,13 +294,13 @@ def state_dict_owners(flow: FlowFacts, expr: Optional[ast.AST], depth: int = 3) 
         if type(func) is ast.Attribute and func.attr == "state_dict" and not expr.args:
             name = dotted(func.value)
             return [name] if name else []
-        if type(func) is ast.Name and func.id == "dict" and flow.reference(func) is None:
+        if type(func) is ast.Name and func.id == "dict" and ctx.get(FlowFacts).reference(func) is None:
             return [o for p in list(expr.args) + [k.value for k in expr.keywords] for o in
-                    state_dict_owners(flow, p, depth)]
+                    state_dict_owners(ctx, p, depth)]
         return []
     if kind is ast.Dict:
-        return [o for v in expr.values for o in state_dict_owners(flow, v, depth)]
+        return [o for v in expr.values for o in state_dict_owners(ctx, v, depth)]
     if kind in (ast.List, ast.Tuple):
-        return [o for e in expr.elts for o in state_dict_owners(flow, e, depth)]
-    value = flow.value_of(expr)
-    return state_dict_owners(flow, value, depth - 1) if value is not None else []
+        return [o for e in expr.elts for o in state_dict_owners(ctx, e, depth)]
+    value = ctx.get(Assignments).value_of(expr)
+    return state_dict_owners(ctx, value, depth - 1) if value is not None else []

@@ -7,11 +7,11 @@ import ast
 from typing import List, Optional, Tuple
 
 from .callgraph import LocalFunctions
-from .flow import FlowFacts, argument, is_constant, within
-from .loops import COMPILED, LOOPS, SYNCS, StepRegions
+from .control import FlowFacts, within
+from .loops import LOOPS, SYNCS, RegionKind, StepRegions
 from .reads import READ_METHODS
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, walk
+from .syntax import Fact, NodeIndex, argument, is_constant, walk
 from .tensors import TensorFacts
 from .values import DEVICE
 
@@ -117,9 +117,9 @@ class DeviceComputations(Fact):
         func = call.func
         if type(func) is ast.Name:
             value = self.tensors.assigned_value(func)
-            if type(value) is ast.Call and self.regions.compile_kind(value) == COMPILED:
+            if type(value) is ast.Call and self.regions.compile_kind(value) == RegionKind.COMPILED:
                 return True
         compiled = self.regions.compiled_functions
-        return any(compiled.get(id(fn)) == COMPILED and any(
-            self.regions.compile_kind(d) == COMPILED for d in fn.decorator_list)
+        return any(compiled.get(id(fn)) == RegionKind.COMPILED and any(
+            self.regions.compile_kind(d) == RegionKind.COMPILED for d in fn.decorator_list)
             for fn in self.ctx.get(LocalFunctions).targets(call))

@@ -10,9 +10,8 @@ from typing import Optional
 from .arguments import CallArguments
 from .bindings import ARGUMENT, VALUE, Bindings
 from .devices import XLA_DEVICE_CALLS, device_type
-from .flow import dotted
 from .project import OTHER_DEVICE, XLA_DEVICE
-from .syntax import is_fallback_return, keyword_value
+from .syntax import dotted, is_fallback_return, keyword_value
 
 
 class DeviceValues:

@@ -2,8 +2,8 @@
 
 The qualified names of torch_xla's checkpoint, consolidation and SPMD APIs; the checkpoint facts of a
 file (which saves write an FSDPv1 model's sharded state, and whether a path holds the rank); and whether
-code belongs to the file's own program. Control flow (positions, run order, bindings, where a node sits)
-is flake8_xla/analysis/flow.py's.
+code belongs to the file's own program. Control flow (positions, run order, where a node sits) is
+flake8_xla/analysis/control.py's, bindings analysis/bindings.py's, the wraps themselves analysis/wraps.py's.
 """
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import os
 import re
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from .flow import FlowFacts, Position, Wrap, argument, dotted, is_constant, is_main_guard
+from .assignments import Assignments
+from .control import FlowFacts, Position
 from ..rule import FileContext
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, positional_parameters, walk
-from .wraps import HelperWraps
+from .syntax import Fact, NodeIndex, argument, dotted, is_constant, is_main_guard, positional_parameters, walk
+from .wraps import FsdpWraps, HelperWraps, Wrap
 
 # -- qualified names -------------------------------------------------------------------------------
 # savers with xm.save's parameters (data, file_or_path, master_only, global_master)
@@ -60,7 +61,7 @@ def spmd_api(qualname: str, *leaves: str) -> bool:
 def has_fsdp_v1(ctx: FileContext) -> bool:
     """The file wraps a model in FSDPv1, itself or, when it saves something, through a helper
     (``model = shard_module_fsdp(model)``)."""
-    if any(wrap.kind == "v1" for wrap in ctx.get(FlowFacts).wraps):
+    if any(wrap.kind == "v1" for wrap in ctx.get(FsdpWraps).wraps):
         return True
     calls = ctx.get(NodeIndex).of(ast.Call)
     leaves = {call.func.attr if type(call.func) is ast.Attribute else getattr(call.func, "id", "") for call in calls}
@@ -267,6 +268,10 @@ class CheckpointFacts(Fact):
                     out.setdefault(id(found[0]), []).append(call)
         return out
 
+    @property
+    def bindings(self) -> Assignments:
+        return self.ctx.get(Assignments)
+
     # -- what the data holds ------------------------------------------------------------------
     def fsdp_state(self, expr: Optional[ast.AST], depth: int = 3) -> Optional[FsdpState]:
         """The FSDPv1 ``model.state_dict()`` that ``expr`` is or carries (in a dict, list or tuple,
@@ -285,7 +290,7 @@ class CheckpointFacts(Fact):
             return next(filter(None, (self.fsdp_state(v, depth) for v in expr.values)), None)
         if kind in (ast.List, ast.Tuple):
             return next(filter(None, (self.fsdp_state(e, depth) for e in expr.elts)), None)
-        value = self.flow.value_of(expr)
+        value = self.bindings.value_of(expr)
         return self.fsdp_state(value, depth - 1) if value is not None else None
 
     def _fsdp_state_call(self, call: ast.Call) -> Optional[FsdpState]:
@@ -303,7 +308,8 @@ class CheckpointFacts(Fact):
         at = self.flow.position(node)
         if name is None or at is None:
             return None
-        wrap = self.flow.wrapped_names(at.scope, at.order).get(name) or self.ctx.get(HelperWraps).wrapper_at(name, node)
+        wrap = self.ctx.get(FsdpWraps).wrapped_names(at.scope, at.order).get(name) or \
+            self.ctx.get(HelperWraps).wrapper_at(name, node)
         if wrap is None or wrap.kind != "v1" or not self.flow.flag_dominates(wrap.at, at):
             return None
         return wrap
@@ -313,7 +319,8 @@ class CheckpointFacts(Fact):
         there, and a call of the file passes it an FSDPv1 wrapper (one such call is enough)."""
         at = self.flow.position(node)
         fn = at.scope if at is not None else None
-        if name is None or type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or self.flow.bindings_before(name, at):
+        if name is None or type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or \
+                self.bindings.bindings_before(name, at):
             return None
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         if name not in params:
@@ -349,7 +356,7 @@ class CheckpointFacts(Fact):
             return UNKNOWN
         if RANK_WORD.search(name):
             return RANK
-        value = self.flow.value_of(expr)
+        value = self.bindings.value_of(expr)
         if value is not None:
             return self.path_kind(value, part, depth - 1)
         if part and kind is ast.Attribute and name.split(".", 1)[0] not in ("self", "cls"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, NamedTuple, Optional
 
-from .flow import FlowFacts
+from .control import FlowFacts
 from .syntax import NodeIndex
 
 TRAINING = "training"

@@ -9,9 +9,9 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .bindings import Bindings
 from .callgraph import LocalFunctions
-from .flow import PARTIAL, FlowFacts, argument, is_constant, is_main_guard
+from .control import FlowFacts
 from .semantic import SemanticModel
-from .syntax import Fact, NodeIndex, walk
+from .syntax import PARTIAL, Fact, NodeIndex, argument, is_constant, is_main_guard, walk
 
 # start ``fn(index, ...)`` once per device
 LAUNCH = frozenset({"torch_xla.launch", "torch_xla.torch_xla.launch", "xla_compat.launch",

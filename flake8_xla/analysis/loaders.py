@@ -7,11 +7,12 @@ import ast
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
+from .assignments import Assignments
 from .bindings import Bindings
 from .callgraph import LocalFunctions
-from .flow import FlowFacts, argument, dotted, is_constant
+from .control import FlowFacts
 from .semantic import Reference, SemanticModel
-from .syntax import Fact, NodeIndex, Parents, walk
+from .syntax import Fact, NodeIndex, Parents, argument, dotted, is_constant, walk
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # DataLoader(dataset, batch_size=1, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
@@ -108,7 +109,7 @@ class DataLoaders(Fact):
             return False
         ctx = self.ctx
         if type(node) is ast.Name:
-            value = ctx.get(Bindings).assigned_value(node) or ctx.get(FlowFacts).value_of(node)
+            value = ctx.get(Bindings).assigned_value(node) or ctx.get(Assignments).value_of(node)
             if value is None:
                 owner = self.function_of(node)
                 value = passed.get((id(owner), node.id)) if owner is not None else None
@@ -158,7 +159,7 @@ class DataLoaders(Fact):
         """A dataset built with the rank or the world size (``Subset(ds, range(rank, n, world))``,
         ``ds.shard(...)``, ``split_dataset_by_node``, ``ds[rank::world]``), followed a few names back."""
         bindings = self.ctx.get(Bindings)
-        flow = self.ctx.get(FlowFacts)
+        assignments = self.ctx.get(Assignments)
         seen: Set[int] = set()
         frontier = [dataset]
         for _ in range(4):
@@ -173,7 +174,7 @@ class DataLoaders(Fact):
                     if type(node) is ast.Subscript and type(node.slice) is ast.Slice and node.slice.step is not None:
                         return True
                     if type(node) is ast.Name and type(node.ctx) is ast.Load:
-                        value = bindings.assigned_value(node) or flow.value_of(node)
+                        value = bindings.assigned_value(node) or assignments.value_of(node)
                         if value is not None:
                             following.append(value)
             frontier = following

@@ -13,15 +13,15 @@ steps, which the rules accept for logging and checkpoints; so is one that runs o
 from __future__ import annotations
 
 import ast
+import enum
 import functools
 import os
 import re
 from typing import Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from .callgraph import LocalFunctions
-from .flow import dotted
 from .off_xla import OffXla
-from .syntax import LOOPS, SCOPES, Fact, walk
+from .syntax import LOOPS, SCOPES, Fact, dotted, walk
 from .semantic import QualifiedNames, SemanticModel
 from .tensors import TensorFacts
 from .syntax import NodeIndex
@@ -96,18 +96,25 @@ def _over_constants(loop: ast.AST) -> bool:
 
 
 # -- step regions: every place whose code runs once per step -------------------------------------
-TRAINING_LOOP = "training loop"  # a loop whose body calls backward / an optimizer step
-MODEL_LOOP = "model loop"  # a loop whose body runs a model on device tensors (evaluation, generation)
-# a loop over a device loader's batches (it syncs after every batch), one that syncs the graph in its
-# own body, or one that makes device tensors (torch.zeros(..., device=device)) on every iteration
-DEVICE_LOOP = "device loop"
-COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla.compile / torch_xla.step
-DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
-FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
-CALLBACK = "callback"  # a per-iteration callback given to a library (output_transform=lambda out: ...)
-# a framework's per-batch hook (Lightning training_step, Trainer.compute_loss, ignite's process function);
-# the kind is "hook:<phase>:<framework>:<name>", read back with hook_of()
-HOOK = "hook"
+class RegionKind(str, enum.Enum):
+    """What makes a step region run once per step. Where a kind becomes text it is ``kind.value``:
+    format() of a str-valued Enum differs across Python versions."""
+    TRAINING_LOOP = "training loop"  # a loop whose body calls backward / an optimizer step
+    MODEL_LOOP = "model loop"  # a loop whose body runs a model on device tensors (evaluation, generation)
+    # a loop over a device loader's batches (it syncs after every batch), one that syncs the graph in its
+    # own body, or one that makes device tensors (torch.zeros(..., device=device)) on every iteration
+    DEVICE_LOOP = "device loop"
+    COMPILED = "torch_xla.compile"  # a function (or with block) traced by torch_xla.compile / torch_xla.step
+    DYNAMO = "openxla"  # a function compiled by torch.compile(backend="openxla")
+    FORWARD = "forward"  # forward() of an nn.Module subclass: runs on every forward pass
+    CALLBACK = "callback"  # a per-iteration callback given to a library (output_transform=lambda out: ...)
+    # a framework's per-batch hook (Lightning training_step, Trainer.compute_loss, ignite's process
+    # function): the region's ``hook`` says which
+    HOOK = "hook"
+    # a function of this file that the project's code in another module calls once per step (with the XLA
+    # device, a device loader, a device tensor or a model): the region's ``caller`` says where
+    CALLED = "called"
+
 
 XLA_COMPILE = frozenset({"torch_xla.compile", "torch_xla.step", "torch_xla.torch_xla.compile",
                          "torch_xla.torch_xla.step"})
@@ -117,41 +124,17 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _PER_STEP_CALLBACKS = frozenset({"output_transform"})
 
 
-# a function of this file that the project's code in another module calls once per step (with the XLA
-# device, a device loader, a device tensor or a model); the kind is "called:<file>:<line>" of that call
-CALLED = "called"
-
-
-def called_kind(path: str, line: int) -> str:
-    return f"{CALLED}:{path}:{line}"
-
-
-def called_from(kind: str) -> Optional[str]:
-    """``file:line`` of the per-step call a region kind names, or None for the other kinds."""
-    return kind[len(CALLED) + 1:] if kind.startswith(CALLED + ":") else None
-
-
-def hook_kind(phase: str, framework: str, name: str) -> str:
-    return f"{HOOK}:{phase}:{framework}:{name}"
-
-
 class HookKind(NamedTuple):
     phase: str  # hooks.TRAINING or hooks.EVALUATION
     framework: str
     name: str
 
 
-def hook_of(kind: str) -> Optional[HookKind]:
-    """The hook a region kind names, or None for the other kinds."""
-    if not kind.startswith(HOOK + ":"):
-        return None
-    _, phase, framework, name = kind.split(":", 3)
-    return HookKind(phase, framework, name)
-
-
 class StepRegion(NamedTuple):
     node: ast.AST  # the loop, function or with statement
-    kind: str  # TRAINING_LOOP, MODEL_LOOP, DEVICE_LOOP, COMPILED, DYNAMO, FORWARD or CALLBACK
+    kind: RegionKind
+    hook: Optional[HookKind] = None  # which hook, for a HOOK region
+    caller: Optional[str] = None  # ``file:line`` of the per-step call, for a CALLED region
 
 
 def _inside(nodes: Sequence[ast.AST]) -> List[ast.AST]:
@@ -242,22 +225,22 @@ class StepRegions(Fact):
         for node in ctx.get(NodeIndex).of(ast.With, ast.AsyncWith):
             if any(type(item.context_expr) is ast.Call and qualnames.get(id(item.context_expr.func)) in XLA_COMPILE
                    for item in node.items):
-                claim(StepRegion(node, COMPILED), _inside(node.body))
+                claim(StepRegion(node, RegionKind.COMPILED), _inside(node.body))
         for step in self.training_loops:
-            claim(StepRegion(step.loop, TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
+            claim(StepRegion(step.loop, RegionKind.TRAINING_LOOP), _loop_nodes(step.loop, SCOPES))
         tensors = ctx.get(TensorFacts)
         for node in ctx.get(NodeIndex).of(*LOOPS) if not self.hooks_only else ():
             if id(node) in regions or _leaves_at_once(node):
                 continue
             own = list(_own_nodes(node.body))
             if tensors.may_have_modules and (self._runs_model(own) or self._calls_model_runner(own)):
-                claim(StepRegion(node, MODEL_LOOP), _loop_nodes(node))
+                claim(StepRegion(node, RegionKind.MODEL_LOOP), _loop_nodes(node))
             elif self._works_on_device(node, own):
-                claim(StepRegion(node, DEVICE_LOOP), _loop_nodes(node))
+                claim(StepRegion(node, RegionKind.DEVICE_LOOP), _loop_nodes(node))
         for cls in tensors.module_classes.values() if not self.hooks_only else ():
             for fn in cls.body:
                 if type(fn) in _DEFS and fn.name == "forward":
-                    claim(StepRegion(fn, FORWARD), _inside(fn.body))
+                    claim(StepRegion(fn, RegionKind.FORWARD), _inside(fn.body))
         hooks = ctx.get(FrameworkHooks).hooks
         if hooks:
             stepping = self.stepping_functions
@@ -265,17 +248,19 @@ class StepRegions(Fact):
                 hook = hooks.get(id(fn))
                 if hook is not None:
                     phase = hook.phase or (TRAINING if id(fn) in stepping else EVALUATION)
-                    claim(StepRegion(fn, hook_kind(phase, hook.framework, hook.name)), _inside(fn.body))
+                    claim(StepRegion(fn, RegionKind.HOOK, hook=HookKind(phase, hook.framework, hook.name)),
+                          _inside(fn.body))
         for fn, site in self._called_per_step:
-            claim(StepRegion(fn, called_kind(os.path.basename(site.path), site.line)), _inside(fn.body))
+            claim(StepRegion(fn, RegionKind.CALLED, caller=f"{os.path.basename(site.path)}:{site.line}"),
+                  _inside(fn.body))
         for keyword in ctx.get(NodeIndex).of(ast.keyword):
             if keyword.arg in _PER_STEP_CALLBACKS:
                 value = keyword.value
                 if type(value) is ast.Lambda:
-                    claim(StepRegion(value, CALLBACK), _inside([value.body]))
+                    claim(StepRegion(value, RegionKind.CALLBACK), _inside([value.body]))
                 elif type(value) is ast.Name:
                     for fn in self.ctx.get(LocalFunctions).functions.get(value.id, ()):
-                        claim(StepRegion(fn, CALLBACK), _inside(fn.body))
+                        claim(StepRegion(fn, RegionKind.CALLBACK), _inside(fn.body))
         done: Set[int] = set(compiled)
         targets, origins = self.ctx.get(LocalFunctions).targets, self._origins
         while calls:
@@ -284,7 +269,7 @@ class StepRegions(Fact):
                 if id(fn) not in done:
                     done.add(id(fn))
                     origins[id(fn)] = origins.get(id(region.node), region.node)
-                    claim(StepRegion(fn, region.kind), _inside(fn.body))
+                    claim(region._replace(node=fn), _inside(fn.body))
         allowed = self.entry_defs
         if allowed is not None:
             index = ctx.get(NodeIndex)
@@ -340,7 +325,7 @@ class StepRegions(Fact):
         also under enumerate()/tqdm()/zip(). A ``while`` or ``range()`` loop (generation, sampling)
         is not."""
         node = self.origin(region)
-        if hook_of(region.kind) is not None:
+        if region.hook is not None:
             return True
         if type(node) not in (ast.For, ast.AsyncFor):
             return False
@@ -455,26 +440,26 @@ class StepRegions(Fact):
                     return True
         return False
 
-    def compile_kind(self, call_or_name: ast.AST) -> Optional[str]:
+    def compile_kind(self, call_or_name: ast.AST) -> Optional[RegionKind]:
         """COMPILED for torch_xla.compile / torch_xla.step (a call or a bare decorator), DYNAMO for
         torch.compile(backend="openxla"), else None."""
         func = call_or_name.func if type(call_or_name) is ast.Call else call_or_name
         qualname = self.ctx.get(QualifiedNames).by_node.get(id(func))
         if qualname in XLA_COMPILE:
-            return COMPILED
+            return RegionKind.COMPILED
         if qualname == "torch.compile" and type(call_or_name) is ast.Call:
             backend = next((k.value for k in call_or_name.keywords if k.arg == "backend"), None)
             if type(backend) is ast.Constant and backend.value in _OPENXLA:
-                return DYNAMO
+                return RegionKind.DYNAMO
         return None
 
     @functools.cached_property
-    def compiled_functions(self) -> Dict[int, str]:
+    def compiled_functions(self) -> Dict[int, RegionKind]:
         """id() of each function traced as one step -> COMPILED or DYNAMO: decorated, or passed
         to torch_xla.compile / torch.compile(backend="openxla") by name."""
         compiler = self.compile_kind
 
-        out: Dict[int, str] = {}
+        out: Dict[int, RegionKind] = {}
         by_name: Dict[str, List[ast.AST]] = {}
         for node in self.ctx.get(NodeIndex).of(*_DEFS):
             by_name.setdefault(node.name, []).append(node)
@@ -496,7 +481,7 @@ class StepRegions(Fact):
         return out
 
 
-def compiled_callables(ctx, kind: str) -> Dict[str, ast.AST]:
+def compiled_callables(ctx, kind: RegionKind) -> Dict[str, ast.AST]:
     """Names that call a step traced by ``kind`` (COMPILED or DYNAMO) -> the def or compile call:
     decorated functions, and names assigned ``torch.compile(f, backend="openxla")`` (or
     ``torch_xla.compile(f)``), also as ``self.name``."""

@@ -8,8 +8,7 @@ import functools
 from typing import Dict, Optional
 
 from .bindings import AUGMENTED, VALUE, Binding
-from .flow import dotted
-from .syntax import keyword_value
+from .syntax import dotted, keyword_value
 from .tensors import TensorFacts
 
 _BOOL_METHODS = frozenset({"eq", "ne", "gt", "lt", "ge", "le", "greater", "less", "logical_and", "logical_or",

@@ -9,13 +9,15 @@ import os
 from typing import Dict, List, Optional, Set, Tuple
 
 from .arguments import CallArguments
+from .assignments import Assignments
+from .control import FlowFacts, Position
 from .device_values import DeviceValues
-from .flow import FlowFacts, Position, argument, dotted
 from .project import XLA_MODULE
 from .reads import READ_METHODS
-from .syntax import Fact, NodeIndex, Parents
+from .syntax import Fact, NodeIndex, Parents, argument, dotted
 from .tensors import TensorFacts
 from .values import DEVICE, MODULE
+from .wraps import FsdpWraps
 
 
 # methods that return the module they are called on (``Net().to(device).train()``)
@@ -32,7 +34,7 @@ class XlaPlacement(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
-        self.flow.collect()
+        self.bindings: Assignments = ctx.get(Assignments)
         self.tensors: TensorFacts = ctx.get(TensorFacts)
         self.devices: DeviceValues = ctx.get(DeviceValues)
 
@@ -57,7 +59,7 @@ class XlaPlacement(Fact):
         since = self.since(name, at) if self.tensors.kind(expr) == MODULE else None
         if since is not None:
             return f"model `{name}`", f"`{name}` is on the XLA device {since}"
-        binding = self.flow.binding_of(expr)
+        binding = self.bindings.binding_of(expr)
         if binding is None:
             return None
         if self._made_on_xla(binding.value):
@@ -73,7 +75,7 @@ class XlaPlacement(Fact):
         since = self.since(owner, at)
         if since is not None:
             return f"`{owner}.state_dict()`", f"`{owner}` is on the XLA device {since}"
-        build = self.flow.optimizer_named(owner, at.statement)
+        build = self.ctx.get(FsdpWraps).optimizer_named(owner, at.statement)
         if build is None or build.param_groups or not self.flow.runs_before(build.at, at) or \
                 self.flow.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
                 not _has_momentum(build.call):
@@ -93,7 +95,7 @@ class XlaPlacement(Fact):
         if line is not None:
             return f"since line {line}"
         fn = at.scope
-        if type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or self.flow.bindings_before(name, at):
+        if type(fn) not in (ast.FunctionDef, ast.AsyncFunctionDef) or self.bindings.bindings_before(name, at):
             return None
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         if name not in params:
@@ -109,7 +111,7 @@ class XlaPlacement(Fact):
         """The line since which the module ``name`` is on the XLA device where ``at`` runs: its last
         binding before ``at`` moves it there (``model = Net().to(device)``), or a ``model.to(device)``
         statement after that binding does; nothing moves it elsewhere or rebinds it in between."""
-        bound = self.flow.bindings_before(name, at)
+        bound = self.bindings.bindings_before(name, at)
         last = bound[-1] if bound else None
         if last is not None and not self.flow.runs_before(last.at, at):
             return None  # bound in a branch or loop: which value reaches the save is unknown
@@ -117,7 +119,7 @@ class XlaPlacement(Fact):
         found: Optional[int] = None
         if last is not None and self._moved_to_xla(last.value):
             found = last.at.statement.lineno
-        for move in self.flow.moves:
+        for move in self.bindings.moves:
             if move.name != name or move.at.scope is not at.scope or not since < move.at.order < at.order:
                 continue
             call = move.at.statement.value

@@ -7,11 +7,12 @@ import ast
 import builtins
 from typing import Dict, List, Optional, Set, Tuple
 
-from .flow import FSDP_V1, PARTIAL, FlowFacts, dotted
+from .control import FlowFacts
 from .fsdp import MASTER_WORD
 from .launches import Launch, Launches
 from .semantic import Reference, SemanticModel
-from .syntax import Fact, NodeIndex, Parents, leaves, walk
+from .syntax import PARTIAL, Fact, NodeIndex, Parents, dotted, leaves, walk
+from .wraps import FSDP_V1
 
 _BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

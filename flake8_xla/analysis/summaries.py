@@ -5,14 +5,14 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from .flow import FlowFacts, dotted, is_constant, to_cpu
+from .control import FlowFacts
 from .fsdp import master_only_saves
 from .backends import BranchesOffXla
 from .device_values import DeviceValues
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
                       OutgoingCall, not_project)
 from .reads import READ_BUILTINS, READ_METHODS
-from .syntax import NodeIndex, is_fallback_return, positional_parameters, walk
+from .syntax import NodeIndex, dotted, is_constant, is_fallback_return, positional_parameters, to_cpu, walk
 from .loops import StepRegions
 from .placement import XlaPlacement
 from .tensors import TensorFacts

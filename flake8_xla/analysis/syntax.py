@@ -1,5 +1,6 @@
 """Fast whole-tree facts, computed in one walk per file and shared by the rules: every node by
-its type, and (from the positions of the defs) the scope each node is evaluated in."""
+its type, and (from the positions of the defs) the scope each node is evaluated in; and the small
+readers of one node's shape they all use (dotted names, call arguments, constants)."""
 from __future__ import annotations
 
 import ast
@@ -55,6 +56,62 @@ def chain_text(node: ast.AST) -> str:
     if type(node) is ast.Name:
         parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def dotted(node: Optional[ast.AST]) -> Optional[str]:
+    """``a.b.c`` for a Name/Attribute chain (``self.model``), else None."""
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def prefixes(name: str) -> List[str]:
+    """``a.b.c`` -> ``a``, ``a.b`` (the proper prefixes, outermost first)."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def within_dotted(name: str, prefix: str) -> bool:
+    """Whether dotted ``name`` is ``prefix`` or lies below it: ``model.layer`` within ``model``, not
+    ``model2``."""
+    return name == prefix or name.startswith(prefix + ".")
+
+
+PARTIAL = "functools.partial"  # partial(fn, ...) runs fn
+
+
+def argument(call: ast.Call, index: int, keyword: str) -> Optional[ast.expr]:
+    """The argument given as ``keyword=``, else the positional one at ``index`` (not ``*args``)."""
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    return call.args[index] if len(call.args) > index and type(call.args[index]) is not ast.Starred else None
+
+
+def is_constant(node: Optional[ast.AST], value: bool) -> bool:
+    return type(node) is ast.Constant and node.value is value
+
+
+def is_main_guard(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":``"""
+    test = getattr(node, "test", None)
+    if type(node) is not ast.If or type(test) is not ast.Compare or len(test.comparators) != 1 or \
+            type(test.ops[0]) is not ast.Eq:
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(type(s) is ast.Name and s.id == "__name__" for s in sides) and \
+        any(type(s) is ast.Constant and s.value == "__main__" for s in sides)
+
+
+def to_cpu(call: ast.Call) -> bool:
+    """``x.to("cpu")`` / ``x.to(device="cpu")``."""
+    where = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device"), None)
+    return type(where) is ast.Constant and where.value == "cpu"
 
 
 TRY_NODES = (ast.Try, getattr(ast, "TryStar", ast.Try))

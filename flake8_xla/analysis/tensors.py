@@ -17,11 +17,11 @@ from typing import Dict, List, Optional, Tuple
 from .arguments import CallArguments
 from .bindings import ARGUMENT, AUGMENTED, FIXED, ITERATED, PARAMETER, VALUE, Binding, Bindings
 from .device_values import DeviceValues
-from .flow import FSDP_ANY, dotted
 from .project import DEVICE_LOADER, XLA_MODULE
-from .syntax import keyword_value, walk
+from .syntax import dotted, keyword_value, walk
 from .values import (DEVICE, HOST, HOST_ATTRIBUTES, HOST_BUILTINS, HOST_METHODS, HOST_TENSOR, MODULE, TENSORS,
                      Kind, join, same)
+from .wraps import FSDP_ANY
 
 _MODULE_SELF_METHODS = frozenset({"to", "train", "eval", "cpu", "cuda", "half", "float", "double", "bfloat16",
                                   "requires_grad_", "apply", "share_memory", "to_empty"})

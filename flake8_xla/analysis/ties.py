@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple, Optional
 
-from .flow import dotted
+from .syntax import dotted
 
 # the parameters a tie shares between two modules
 PARAMETERS = frozenset({"weight", "bias"})

@@ -10,7 +10,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .backends import on_xla
 from .device_values import DeviceValues
 from .devices import XLA_DEVICE_CALLS
-from .flow import FlowFacts
+from .control import FlowFacts
 from .loops import STEP_MARKERS, SYNCS
 from .off_xla import OffXla
 from .syntax import Fact, NodeIndex, Parents, leaves, walk

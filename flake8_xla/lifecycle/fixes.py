@@ -16,7 +16,6 @@ from ..fixing import Edit, Fix, FixSite, NoFix, removal_edits
 from ..analysis import syntax
 from ..fixing.lines import LineModel
 from .table import ApiRow, LifecycleUse, api_table
-from ..tables.core import within
 from ..tables.fixes import Rewrite, enclosing_statement, reach, source_tokens
 from ..versions import Version
 
@@ -250,12 +249,12 @@ def _rename_module(use: LifecycleUse, site: FixSite) -> Built:
     dest = destination(row, site.target)
     if not ref.is_import or not dest or not dest.startswith("torch_xla"):
         return None  # the companion spmd() is a function, not an importable module
-    moved = next((n for n in row.names if within(ref.qualname, n)), None)
+    moved = next((n for n in row.names if syntax.within_dotted(ref.qualname, n)), None)
     if moved is None:
         return None
     stmt = ref.statement
     if type(stmt) is ast.ImportFrom:
-        if stmt.level or not stmt.module or not within(stmt.module, moved):
+        if stmt.level or not stmt.module or not syntax.within_dotted(stmt.module, moved):
             return None
         if stmt.module == moved and any(a.name in row.fix.except_names or a.name == "*" for a in stmt.names):
             return None

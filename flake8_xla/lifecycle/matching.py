@@ -13,7 +13,7 @@ from ..rule import FileContext
 from ..analysis.environment import ENV_SETTERS, string_value, switches_off
 from ..analysis.fsdp import USE_SPMD
 from ..analysis.semantic import BROAD, COMPAT, TYPE_ERROR, Reference, SemanticModel
-from ..tables.core import within
+from ..analysis.syntax import within_dotted
 from ..tables.uses import env_settings, passed_argument
 from ..versions import Version
 
@@ -71,14 +71,14 @@ def _place(ref: Reference, row: ApiRow, matched: str, state: str, call: Optional
         stmt = ref.statement
         if row.kind != "module" and state != "removed":
             return None  # importing a deprecated or planned name is harmless; its uses are reported
-        if type(stmt) is ast.ImportFrom and within(stmt.module or "", matched):
+        if type(stmt) is ast.ImportFrom and within_dotted(stmt.module or "", matched):
             # `from removed.module import a, b`: one diagnostic for the statement
             if id(stmt) in reported:
                 return None
             reported.add(id(stmt))
             return LifecycleUse(row, state, stmt, matched, ref=ref)
         return LifecycleUse(row, state, ref.node, matched, ref=ref)
-    if row.kind == "module" and within(ref.root_qualname, matched):
+    if row.kind == "module" and within_dotted(ref.root_qualname, matched):
         return None  # the import that bound the root name is already reported
     call_parens = "()" if call is not None and matched == ref.qualname and row.kind != "module" else ""
     api, alias_of = _named(ref, matched, call_parens)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ..tables.core import TableError, check_fields, index_by_name, read_table, strings, within
+from ..analysis.syntax import within_dotted
+from ..tables.core import TableError, check_fields, index_by_name, read_table, strings
 
 KINDS = ("call", "argument", "import", "device_string", "availability")  # device_string: "xla" naming the device;
 # availability: the test TorchTPU answers where code tested for torch_xla (XLA504)
@@ -88,7 +89,7 @@ class MigrationTable(NamedTuple):
         return self.by_name.get(qualname)
 
     def import_row(self, module: str) -> Optional[MigrationRow]:
-        return next((row for row in self.imports for name in row.names if within(module, name)), None)
+        return next((row for row in self.imports for name in row.names if within_dotted(module, name)), None)
 
 
 def _fix(data, row_id: str) -> Optional[MigrationFix]:

@@ -51,11 +51,6 @@ def index_by_name(rows: Iterable[Row]) -> Dict[str, Row]:
     return index
 
 
-def within(name: str, prefix: str) -> bool:
-    """Whether the dotted ``name`` is ``prefix`` or lies under it (a module and its submodules)."""
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def most_specific(index: Mapping[str, Row], qualname: str) -> Optional[Tuple[Row, str]]:
     """The row of ``qualname`` or of its longest dotted prefix in ``index``, with the name matched."""
     name = qualname

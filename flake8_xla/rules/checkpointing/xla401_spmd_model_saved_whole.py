@@ -3,7 +3,6 @@ import ast
 from typing import Iterator, Optional, Tuple
 
 from flake8_xla.analysis.checkpoints import Checkpointing, Sharding, state_dict_owners
-from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2, EXAMPLE_SPMD
 from flake8_xla.analysis.fsdp import checkpoint_facts
@@ -130,13 +129,12 @@ class SpmdModelSavedWhole(Rule):
         facts = ctx.get(Checkpointing)
         if not facts.shardings:
             return
-        flow = ctx.get(FlowFacts)
         for save in checkpoint_facts(ctx).saves:
             if (save.qualname not in SAVES and save.qualname != TORCH_SAVE) or save.unpacked:
                 continue
             if facts.loop_over_steps(save.call) is None:
                 continue
-            found = self._sharded_state(facts, flow, save.data, save.at)
+            found = self._sharded_state(ctx, facts, save.data, save.at)
             if found is None:
                 continue
             model, sharding = found
@@ -147,9 +145,9 @@ class SpmdModelSavedWhole(Rule):
                       f"shard onto this host, and every host writes the whole model. {ADVICE}"))
 
     @staticmethod
-    def _sharded_state(facts: Checkpointing, flow: FlowFacts, data: Optional[ast.AST], at) -> Optional[
+    def _sharded_state(ctx: FileContext, facts: Checkpointing, data: Optional[ast.AST], at) -> Optional[
             Tuple[str, Sharding]]:
-        for owner in state_dict_owners(flow, data):
+        for owner in state_dict_owners(ctx, data):
             sharding = facts.sharded(owner, at)
             if sharding is not None:
                 return owner, sharding

@@ -4,9 +4,8 @@ from typing import Iterator, List, Optional
 
 from flake8_xla.analysis.checkpoints import Checkpointing, ManagerBuild, loop_variables, names_in
 from flake8_xla.rules.examples import EXAMPLE_MANAGER
-from flake8_xla.analysis.flow import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted
 
 HEADER = "import torch\n" + EXAMPLE_MANAGER
 # the manager's methods that consult the preemption sync point for the step they are given

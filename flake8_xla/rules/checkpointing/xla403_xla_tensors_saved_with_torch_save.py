@@ -2,7 +2,6 @@
 from typing import Iterator
 
 from flake8_xla.analysis.checkpoints import Checkpointing
-from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import TORCH_SAVE, USE_SPMD, checkpoint_facts
 from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.loops import is_test_file
@@ -10,6 +9,7 @@ from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.placement import XlaPlacement
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.wraps import FsdpWraps
 
 ADVICE = ("Save CPU copies instead: xla_compat.save(obj, path) (what xm.save does; xm.save is planned for removal), "
           "or torch.save of {k: v.cpu() for k, v in state_dict.items()}.")
@@ -147,6 +147,6 @@ class XlaTensorsSavedWithTorchSave(Rule):
 
 def _sharded_program(ctx: FileContext) -> bool:
     """SPMD (``xr.use_spmd()``, mark_sharding) or FSDP in the file: its saves are XLA401's and the XLA2xx rules'."""
-    if ctx.get(FlowFacts).fsdp_refs or ctx.get(Checkpointing).shardings:
+    if ctx.get(FsdpWraps).refs or ctx.get(Checkpointing).shardings:
         return True
     return any(r.qualname == USE_SPMD for r in ctx.get(SemanticModel).references if not r.is_import)

@@ -4,9 +4,11 @@ from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
-from flake8_xla.analysis.flow import FlowFacts, OptimizerBuild, Position, Wrap, is_optimizer
-from flake8_xla.analysis.wraps import HelperWraps
+from flake8_xla.analysis.control import Position
+from flake8_xla.analysis.wraps import FsdpWraps, HelperWraps, OptimizerBuild, Wrap, is_optimizer
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.assignments import Assignments
+from flake8_xla.analysis.semantic import SemanticModel
 
 
 class OptimizerBeforeFsdpWrap(Rule):
@@ -92,28 +94,28 @@ class OptimizerBeforeFsdpWrap(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        wraps = list(flow.wraps)
-        if any(is_optimizer(r.qualname) and r.call is not None for r in flow.references):
-            helped = ctx.get(HelperWraps).assigned  # the wrapper may come from a helper: ``model = shard(model)``
-            if helped:
-                flow.collect()
-                wraps += helped
-        for optimizer in flow.optimizers:
-            problem = self._problem(flow, optimizer, wraps)
+        own = ctx.get(FsdpWraps)
+        wraps = list(own.wraps)
+        if any(is_optimizer(r.qualname) and r.call is not None for r in ctx.get(SemanticModel).references):
+            wraps += ctx.get(HelperWraps).assigned  # the wrapper may come from a helper: ``model = shard(model)``
+        if not wraps:
+            return
+        bindings = ctx.get(Assignments)
+        for optimizer in own.optimizers:
+            problem = self._problem(bindings, optimizer, wraps)
             if problem:
                 yield self.diagnostic(ctx, optimizer.call, problem[0], help=problem[1])
 
-    def _problem(self, flow: FlowFacts, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[Tuple[str, str]]:
+    def _problem(self, bindings: Assignments, optimizer: OptimizerBuild, wraps: List[Wrap]) -> Optional[Tuple[str, str]]:
         scope, order = optimizer.at.scope, optimizer.at.order
         for name in optimizer.params_of:
             for wrap in wraps:
                 if wrap.at.scope is not scope or wrap.wrapped != name:
                     continue
-                if wrap.kind == "v2" and _on_device_before(flow, name, optimizer.at):
+                if wrap.kind == "v2" and _on_device_before(bindings, name, optimizer.at):
                     continue
                 label = wrap.label
-                if wrap.at.order > order and not flow.rebound_between(name, scope, order, wrap.at.order):
+                if wrap.at.order > order and not bindings.rebound_between(name, scope, order, wrap.at.order):
                     why = (" while on the CPU: moving it to the XLA device replaces its parameters"
                            if wrap.kind == "v2" else f": {label} replaces its parameters")
                     return (f"optimizer built from {name}.parameters() before the {label} wrap; build it after "
@@ -121,8 +123,8 @@ class OptimizerBeforeFsdpWrap(Rule):
                             f"`{name}` is wrapped with {label} at line {wrap.call.lineno}{why}, so this "
                             "optimizer never updates the model.")
                 if wrap.at.order < order and wrap.target and wrap.target != name and \
-                        not flow.rebound_between(name, scope, wrap.at.order, order) and \
-                        not flow.rebound_between(wrap.target, scope, wrap.at.order, order):
+                        not bindings.rebound_between(name, scope, wrap.at.order, order) and \
+                        not bindings.rebound_between(wrap.target, scope, wrap.at.order, order):
                     return (f"optimizer built from {name}.parameters(), which {label} replaced; use "
                             f"{wrap.target}.parameters()",
                             f"The {label} wrapper is `{wrap.target}` (line {wrap.call.lineno}): {label} replaced "
@@ -130,12 +132,12 @@ class OptimizerBeforeFsdpWrap(Rule):
         return None
 
 
-def _on_device_before(flow: FlowFacts, name: str, at: Position) -> bool:
+def _on_device_before(bindings: Assignments, name: str, at: Position) -> bool:
     """Whether ``name`` was moved with ``.to(...)`` (or created by an expression ending in one)
     in the scope of ``at``, before it."""
-    if any(_calls_to(binding.value) for binding in flow.bindings_before(name, at)):
+    if any(_calls_to(binding.value) for binding in bindings.bindings_before(name, at)):
         return True
-    return any(m.at.scope is at.scope and m.at.order < at.order and m.name == name for m in flow.moves)
+    return any(m.at.scope is at.scope and m.at.order < at.order and m.name == name for m in bindings.moves)
 
 
 def _calls_to(node: ast.AST) -> bool:

@@ -3,11 +3,10 @@ import ast
 from typing import Iterator
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP, EXAMPLE_XM
-from flake8_xla.analysis.flow import dotted
-from flake8_xla.analysis.wraps import HelperWraps
+from flake8_xla.analysis.syntax import dotted
+from flake8_xla.analysis.wraps import FsdpWraps, HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_XM + EXAMPLE_FSDP
 
@@ -78,24 +77,23 @@ class GradientReductionWithFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow, helpers = ctx.get(FlowFacts), ctx.get(HelperWraps)
+        wraps, helpers = ctx.get(FsdpWraps), ctx.get(HelperWraps)
         reductions = [(ref.call, REDUCERS[ref.qualname], False, ref.call.args[0])
                       for ref in ctx.get(SemanticModel).references
                       if ref.qualname in REDUCERS and ref.call is not None and ref.call.args]
-        if not reductions and not flow.wraps and getattr(ctx, "project", None) is None:
+        if not reductions and not wraps.wraps and getattr(ctx, "project", None) is None:
             return  # a helper of the file that wraps or reduces shows in its own FSDP or reduction call
         if not reductions and not helpers.reductions:
             return
-        flow.collect()
         reductions.extend((call, f"{ast.unparse(call.func)}()", True,
                            call.args[position]) for call, position in helpers.reductions)
         for call, spelled, by_helper, optimizer in reductions:
             name = dotted(optimizer)
-            build = flow.optimizer_named(name, call)
+            build = wraps.optimizer_named(name, call)
             if build is None:
                 continue
             for owner in build.params_of:
-                wrap = flow.wrapper_at(owner, build.call) or helpers.wrapper_at(owner, build.call)
+                wrap = wraps.wrapper_at(owner, build.call) or helpers.wrapper_at(owner, build.call)
                 if wrap is not None and wrap.kind == "v1":
                     yield self.diagnostic(
                         ctx, call, f"{spelled} all-reduces FSDP gradients again; call optimizer.step() directly",

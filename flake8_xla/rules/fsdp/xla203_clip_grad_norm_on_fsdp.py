@@ -3,11 +3,10 @@ import ast
 from typing import Iterator
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP
-from flake8_xla.analysis.flow import dotted
-from flake8_xla.analysis.wraps import HelperWraps
+from flake8_xla.analysis.syntax import dotted
+from flake8_xla.analysis.wraps import FsdpWraps, HelperWraps
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
 
 HEADER = "import torch\n" + EXAMPLE_FSDP
 CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -70,7 +69,7 @@ class ClipGradNormOnFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
+        wraps = ctx.get(FsdpWraps)
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or ref.qualname not in CLIPPERS or not call.args:
@@ -80,7 +79,7 @@ class ClipGradNormOnFsdp(Rule):
                     params.func.attr != "parameters":
                 continue
             owner = dotted(params.func.value)
-            wrap = flow.wrapper_at(owner, call) or ctx.get(HelperWraps).wrapper_at(owner, call)
+            wrap = wraps.wrapper_at(owner, call) or ctx.get(HelperWraps).wrapper_at(owner, call)
             if wrap is not None and wrap.kind == "v1":
                 yield self.diagnostic(
                     ctx, call, f"clip_grad_norm_ clips each FSDP shard by its own norm; call "

@@ -3,9 +3,11 @@ import ast
 from typing import Dict, Iterator, List, Optional
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
-from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, prefixes
+from flake8_xla.analysis.control import FlowFacts, Position
+from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted, prefixes
+from flake8_xla.analysis.assignments import Assignments
 
 ROOT_ONLY = ("clip_grad_norm_", "no_sync")
 
@@ -61,22 +63,22 @@ class FsdpRootOnlyMethod(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        outer_of = flow.outer_wraps("v1")  # id(inner wrap call) -> the wrap it is nested into
+        wraps = ctx.get(FsdpWraps)
+        outer_of = wraps.outer_wraps("v1")  # id(inner wrap call) -> the wrap it is nested into
         if not outer_of:
             return
         inner_by_name: Dict[str, List[Wrap]] = {}
-        for inner in flow.wraps:
+        for inner in wraps.wraps:
             if id(inner.call) in outer_of:
                 inner_by_name.setdefault(inner.target, []).append(inner)
         for node in ctx.get(NodeIndex).of(ast.Call):
             if type(node.func) is not ast.Attribute or node.func.attr not in ROOT_ONLY:
                 continue
             name = dotted(node.func.value)
-            at = flow.position(node) if name in inner_by_name else None
+            at = wraps.flow.position(node) if name in inner_by_name else None
             if at is None:
                 continue
-            found = _nested_wrapper(flow, inner_by_name[name], outer_of, at)
+            found = _nested_wrapper(ctx, inner_by_name[name], outer_of, at)
             if found is not None:
                 root = _root(outer_of, found)
                 where = f"`{root.target}`" if root.target else "another FSDP wrap"
@@ -87,30 +89,31 @@ class FsdpRootOnlyMethod(Rule):
                           f"the root (outermost) instance calls {node.func.attr}()."))
 
 
-def _nested_wrapper(flow: FlowFacts, inners: List[Wrap], outer_of: Dict[int, Wrap], at: Position) -> Optional[Wrap]:
+def _nested_wrapper(ctx: FileContext, inners: List[Wrap], outer_of: Dict[int, Wrap], at: Position) -> Optional[Wrap]:
     """The inner wrap the name still holds at ``at``, once its parent wrap has surely run."""
     for inner in inners:
         outer = outer_of[id(inner.call)]
-        if flow.runs_before(outer.at, at) and _still_bound(flow, inner, at):
+        if ctx.get(FlowFacts).runs_before(outer.at, at) and _still_bound(ctx, inner, at):
             return inner
     return None
 
 
-def _still_bound(flow: FlowFacts, inner: Wrap, at: Position) -> bool:
+def _still_bound(ctx: FileContext, inner: Wrap, at: Position) -> bool:
     """``model.layer`` keeps reaching the inner wrapper while ``model`` is only rebound to a
     wrapper of itself (FSDP forwards attribute access to the module it wraps)."""
     scope, start, end = at.scope, inner.at.order, at.order
-    if flow.rebound_between(inner.target, scope, start, end):
+    bindings, wraps = ctx.get(Assignments), ctx.get(FsdpWraps).wraps
+    if bindings.rebound_between(inner.target, scope, start, end):
         return False
     for prefix in prefixes(inner.target):
-        if any(not _wraps_itself(flow, binding.value, prefix)
-               for binding in flow.bindings_between(prefix, scope, start, end)):
+        if any(not _wraps_itself(wraps, binding.value, prefix)
+               for binding in bindings.bindings_between(prefix, scope, start, end)):
             return False
     return True
 
 
-def _wraps_itself(flow: FlowFacts, value: ast.AST, name: str) -> bool:
-    return any(w.call is value and w.wrapped == name for w in flow.wraps)
+def _wraps_itself(wraps: List[Wrap], value: ast.AST, name: str) -> bool:
+    return any(w.call is value and w.wrapped == name for w in wraps)
 
 
 def _root(outer_of: Dict[int, Wrap], inner: Wrap) -> Wrap:

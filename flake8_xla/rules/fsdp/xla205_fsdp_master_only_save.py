@@ -5,7 +5,7 @@ from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
 from flake8_xla.analysis.fsdp import SAVES, checkpoint_facts, has_fsdp_v1
-from flake8_xla.analysis.flow import is_constant
+from flake8_xla.analysis.syntax import is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 

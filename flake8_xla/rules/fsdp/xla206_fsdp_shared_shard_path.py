@@ -4,7 +4,7 @@ from typing import Iterator
 from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
 from flake8_xla.analysis.fsdp import SAME, SAVES, checkpoint_facts, has_fsdp_v1
-from flake8_xla.analysis.flow import is_constant
+from flake8_xla.analysis.syntax import is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 

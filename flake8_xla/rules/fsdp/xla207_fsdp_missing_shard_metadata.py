@@ -6,9 +6,8 @@ from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
 from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts,
                                       has_fsdp_v1)
-from flake8_xla.analysis.flow import dotted, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted, is_constant
 
 
 class FsdpMissingShardMetadata(Rule):
@@ -123,12 +122,12 @@ def _per_rank(facts: CheckpointFacts, save: Save) -> bool:
 def _without_metadata(facts: CheckpointFacts, index: NodeIndex,
                       data: Optional[ast.AST]) -> Optional[Tuple[FsdpState, bool]]:
     """(the FSDP state, whether it is the bare state dict) when ``data`` surely lacks the metadata."""
-    checkpoint, flow = data, facts.flow
+    checkpoint, flow, bindings = data, facts.flow, facts.bindings
     if dotted(data) is not None:
-        binding = flow.binding_of(data)
+        binding = bindings.binding_of(data)
         at = flow.position(data)
         # a dict changed after it was built (``ckpt["shard_metadata"] = ...``) is not what we see
-        if binding is None or at is None or flow.occurs_between(binding.name, at.scope, binding.at.order, at.order):
+        if binding is None or at is None or bindings.occurs_between(binding.name, at.scope, binding.at.order, at.order):
             return None
         checkpoint = binding.value
     if type(checkpoint) is ast.Call and type(checkpoint.func) is ast.Attribute and \
@@ -162,7 +161,7 @@ def _mentions_metadata(facts: CheckpointFacts, index: NodeIndex, checkpoint: ast
             continue
         if "meta" in text.lower():
             return True
-        value = facts.flow.value_of(node) if type(node) is ast.Name else None
+        value = facts.bindings.value_of(node) if type(node) is ast.Name else None
         if value is not None and any(type(n) is ast.Attribute and n.attr == "get_shard_metadata"
                                      for n in index.below([value])):
             return True

@@ -5,7 +5,7 @@ from typing import Iterator
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
 from flake8_xla.rules.examples import EXAMPLE_XR as XR
 from flake8_xla.analysis.fsdp import CONSOLIDATE
-from flake8_xla.analysis.flow import argument
+from flake8_xla.analysis.syntax import argument
 from flake8_xla.analysis.ranks import EveryRank
 from flake8_xla.analysis.semantic import Reference, SemanticModel
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule

@@ -3,9 +3,11 @@ import ast
 from typing import Iterator, Optional
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP
-from flake8_xla.analysis.flow import PARTIAL
-from flake8_xla.analysis.flow import FlowFacts, dotted
+from flake8_xla.analysis.syntax import PARTIAL, dotted
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.wraps import FsdpWraps
+from flake8_xla.analysis.assignments import Assignments
 
 HEADER = "import functools\n" + EXAMPLE_FSDP
 NATIVE_POLICIES = "torch.distributed.fsdp.wrap."
@@ -59,14 +61,14 @@ class NativeAutoWrapPolicy(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.wraps:
+        wraps = ctx.get(FsdpWraps).wraps
+        if not wraps:
             return
-        for wrap in flow.wraps:
+        for wrap in wraps:
             keyword = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
             if keyword is None:
                 continue
-            native = _native_policy(keyword.value, flow, wrap.call)
+            native = _native_policy(keyword.value, ctx, wrap.call)
             if native:
                 leaf = native.rsplit(".", 1)[-1]
                 yield self.diagnostic(
@@ -76,19 +78,20 @@ class NativeAutoWrapPolicy(Rule):
                           f"torch_xla.distributed.fsdp.wrap.{leaf}."))
 
 
-def _native_policy(node: ast.AST, flow: FlowFacts, at: ast.AST, depth: int = 0) -> Optional[str]:
+def _native_policy(node: ast.AST, ctx: FileContext, at: ast.AST, depth: int = 0) -> Optional[str]:
     """The torch.distributed.fsdp.wrap policy ``node`` evaluates to, when it is one."""
     if depth > 3:
         return None
+    flow = ctx.get(FlowFacts)
     if type(node) is ast.Call and flow.qualname(node.func) == PARTIAL and node.args:
-        return _native_policy(node.args[0], flow, at, depth + 1)
+        return _native_policy(node.args[0], ctx, at, depth + 1)
     qualname = flow.qualname(node)
     if qualname and qualname.startswith(NATIVE_POLICIES):
         return qualname
     name = dotted(node)
     where = flow.position(at)
     if name and where is not None and type(node) is ast.Name:
-        bound = flow.bindings_before(name, where)
+        bound = ctx.get(Assignments).bindings_before(name, where)
         if bound:
-            return _native_policy(bound[-1].value, flow, bound[-1].value, depth + 1)
+            return _native_policy(bound[-1].value, ctx, bound[-1].value, depth + 1)
     return None

@@ -3,9 +3,11 @@ import ast
 from typing import Dict, Iterator, Optional, Tuple
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
-from flake8_xla.analysis.flow import FlowFacts, Wrap, prefixes
+from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, prefixes
+from flake8_xla.analysis.assignments import Assignments
 
 POLICY = "from torch_xla.distributed.fsdp.wrap import always_wrap_policy\n"
 ALREADY_WRAPPED = "RuntimeError 'Cannot wrap a module that is already wrapped with FSDP'"
@@ -85,13 +87,13 @@ class FsdpWrapOrder(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.wraps:
+        wraps = ctx.get(FsdpWraps)
+        if not wraps.wraps:
             return
-        by_call = {id(w.call): w for w in flow.wraps}
-        for wrap in flow.wraps:
-            found = (_double_wrap(flow, wrap, by_call) or _late_inner_wrap(flow, wrap)
-                     or _manual_under_auto_wrap(flow, ctx.get(NodeIndex), wrap, by_call))
+        by_call = {id(w.call): w for w in wraps.wraps}
+        for wrap in wraps.wraps:
+            found = (_double_wrap(wraps, wrap, by_call) or _late_inner_wrap(ctx, wrap)
+                     or _manual_under_auto_wrap(wraps, ctx.get(NodeIndex), wrap, by_call))
             if found:
                 node, message, help = found
                 yield self.diagnostic(ctx, node, message, help=help)
@@ -100,30 +102,31 @@ class FsdpWrapOrder(Rule):
 Finding = Optional[Tuple[ast.AST, str, str]]  # node, message, help
 
 
-def _double_wrap(flow: FlowFacts, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
+def _double_wrap(wraps: FsdpWraps, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
     tail = "Wrap each module once, inner modules first, then the parent."
     inner = by_call.get(id(wrap.inner))
     if inner is not None and inner.kind == wrap.kind:
         return (wrap.call, f"{wrap.label} wraps a module that is already an {wrap.label} wrapper; wrap it once",
                 f"It raises {ALREADY_WRAPPED}. {tail}")
-    earlier = flow.wrapped_names(wrap.at.scope, wrap.at.order).get(wrap.wrapped or "")
-    if earlier is not None and earlier.kind == wrap.kind and flow.runs_before(earlier.at, wrap.at):
+    earlier = wraps.wrapped_names(wrap.at.scope, wrap.at.order).get(wrap.wrapped or "")
+    if earlier is not None and earlier.kind == wrap.kind and wraps.flow.runs_before(earlier.at, wrap.at):
         return (wrap.call, f"{wrap.label} wraps `{wrap.wrapped}`, already an {wrap.label} wrapper; wrap it once",
                 f"`{wrap.wrapped}` is wrapped at line {earlier.call.lineno}, so this raises {ALREADY_WRAPPED}. "
                 f"{tail}")
     return None
 
 
-def _late_inner_wrap(flow: FlowFacts, wrap: Wrap) -> Finding:
+def _late_inner_wrap(ctx: FileContext, wrap: Wrap) -> Finding:
     """``m.layer = FSDP(m.layer)`` after ``m = FSDP(m)`` (or after ``w = FSDP(m)``)."""
     if not wrap.wrapped or "." not in wrap.wrapped:
         return None
+    flow, bindings = ctx.get(FlowFacts), ctx.get(Assignments)
     scope = wrap.at.scope
     for parent in prefixes(wrap.wrapped):
-        for outer in flow.wraps:
+        for outer in ctx.get(FsdpWraps).wraps:
             if outer.kind == wrap.kind and parent in (outer.target, outer.wrapped) and \
                     flow.runs_before(outer.at, wrap.at) and \
-                    not flow.rebound_between(parent, scope, outer.at.order, wrap.at.order):
+                    not bindings.rebound_between(parent, scope, outer.at.order, wrap.at.order):
                 return (wrap.call, f"`{wrap.wrapped}` is wrapped with {wrap.label} after its parent `{parent}`; "
                         "wrap inner modules first",
                         f"The parent wrap (line {outer.call.lineno}) already sharded its parameters, so this wrap "
@@ -131,7 +134,7 @@ def _late_inner_wrap(flow: FlowFacts, wrap: Wrap) -> Finding:
     return None
 
 
-def _manual_under_auto_wrap(flow: FlowFacts, index: NodeIndex, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
+def _manual_under_auto_wrap(wraps: FsdpWraps, index: NodeIndex, wrap: Wrap, by_call: Dict[int, Wrap]) -> Finding:
     policy = next((k for k in wrap.call.keywords if k.arg == "auto_wrap_policy"), None)
     if policy is None or (type(policy.value) is ast.Constant and policy.value.value is None) or wrap.inner is None:
         return None
@@ -141,8 +144,8 @@ def _manual_under_auto_wrap(flow: FlowFacts, index: NodeIndex, wrap: Wrap, by_ca
     instead = "Use auto_wrap_policy alone, or manual inner wraps without it."
     if any(id(node) in by_call and by_call[id(node)].kind == wrap.kind for node in index.below([wrap.inner])):
         return policy, message, f"It raises {raises}. {instead}"
-    for inner in flow.wraps:
-        if inner.kind == wrap.kind and flow.nested_in(inner, wrap):
+    for inner in wraps.wraps:
+        if inner.kind == wrap.kind and wraps.nested_in(inner, wrap):
             return policy, message, (f"The module contains `{inner.target}`, already wrapped with {wrap.label} "
                                      f"(line {inner.call.lineno}), so it raises {raises}. {instead}")
     return None

@@ -3,9 +3,10 @@ import ast
 from typing import Dict, Iterator, Optional, Tuple
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP
-from flake8_xla.analysis.flow import FlowFacts, Wrap
+from flake8_xla.analysis.wraps import FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.assignments import Assignments
 
 FSDP1 = "import torch.nn as nn\n" + EXAMPLE_FSDP
 CONTAINERS = {
@@ -70,21 +71,21 @@ class FsdpWrapsContainer(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.wraps:
+        wraps = ctx.get(FsdpWraps).wraps
+        if not wraps:
             return
         containers = {id(r.call): CONTAINERS[r.qualname] for r in ctx.get(SemanticModel).references
                       if r.call is not None and r.qualname in CONTAINERS}
         if not containers:
             return
-        for wrap in flow.wraps:
+        for wrap in wraps:
             kind = containers.get(id(wrap.inner))
             if kind is not None:
                 yield self.diagnostic(
                     ctx, wrap.inner, f"{wrap.label} wraps an {kind}, which has no forward(); {_instead(kind)}",
                     help=f"{wrap.label} {RAISES}. {_alternatives(kind)}")
                 continue
-            bound = _bound_container(flow, wrap, containers)
+            bound = _bound_container(ctx.get(Assignments), wrap, containers)
             if bound is not None:
                 kind, line = bound
                 yield self.diagnostic(
@@ -103,11 +104,11 @@ def _alternatives(kind: str) -> str:
     return f"Wrap each {what} in it, or the module whose forward() calls them."
 
 
-def _bound_container(flow: FlowFacts, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:
+def _bound_container(bindings: Assignments, wrap: Wrap, containers: Dict[int, str]) -> Optional[Tuple[str, int]]:
     """The container the wrapped name surely holds: its last binding before the wrap, which runs."""
     if not wrap.wrapped:
         return None
-    last = flow.last_binding(wrap.wrapped, wrap.at)
+    last = bindings.last_binding(wrap.wrapped, wrap.at)
     if last is None or type(last.value) is not ast.Call:
         return None
     kind = containers.get(id(last.value))

@@ -3,10 +3,10 @@ from typing import Iterator
 
 from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2
-from flake8_xla.analysis.flow import FSDP_V1, dotted
+from flake8_xla.analysis.wraps import FSDP_V1, FsdpWraps
+from flake8_xla.analysis.syntax import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
 
 FSDP1 = "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP, checkpoint_module\n"
 FSDP2 = "from torch_xla.distributed.fsdp import checkpoint_module\n" + EXAMPLE_FSDPV2
@@ -72,10 +72,11 @@ class CheckpointOutsideFsdp(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.fsdp_refs:
+        wraps = ctx.get(FsdpWraps)
+        if not wraps.refs:
             return
-        kinds = {id(r.call): "FSDP" if r.qualname in FSDP_V1 else "FSDPv2" for r in flow.fsdp_refs if r.call}
+        flow = wraps.flow
+        kinds = {id(r.call): "FSDP" if r.qualname in FSDP_V1 else "FSDPv2" for r in wraps.refs if r.call}
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or ref.qualname not in CHECKPOINT_MODULE or not call.args:
@@ -88,7 +89,7 @@ class CheckpointOutsideFsdp(Rule):
                                       help=f"Checkpoint the module before wrapping it: {_instead(label)}.")
                 continue
             name = dotted(argument)
-            wrap = flow.wrapper_at(name, call)
+            wrap = wraps.wrapper_at(name, call)
             at = flow.position(call)
             if wrap is not None and at is not None and flow.runs_before(wrap.at, at):
                 yield self.diagnostic(

@@ -3,10 +3,12 @@ import ast
 from typing import Iterator, Optional, Tuple
 
 from flake8_xla.rules.examples import EXAMPLE_FSDP
-from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted, is_constant, is_optimizer, parameter_owners
+from flake8_xla.analysis.control import Position
+from flake8_xla.analysis.wraps import FsdpWraps, Wrap, is_optimizer, parameter_owners
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted, is_constant, within_dotted
+from flake8_xla.analysis.assignments import Assignments
 
 FSDP1 = "import torch\n" + EXAMPLE_FSDP
 GROUPS = ("groups = [\n"
@@ -68,9 +70,10 @@ class FlattenParametersWithParamGroups(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not any(_flattens(w) for w in flow.wraps):
+        wraps = ctx.get(FsdpWraps)
+        if not any(_flattens(w) for w in wraps.wraps):
             return
+        flow, bindings = wraps.flow, ctx.get(Assignments)
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or not is_optimizer(ref.qualname):
@@ -80,14 +83,14 @@ class FlattenParametersWithParamGroups(Rule):
                                                            None)
             if at is None or argument is None:
                 continue
-            found = _group_list(flow, argument, at)
+            found = _group_list(bindings, argument, at)
             if found is None:
                 continue
             groups, built = found
-            for wrap in flow.wraps:
-                if _flattens(wrap) and flow.wrapper_at(wrap.target, call) is wrap and \
+            for wrap in wraps.wraps:
+                if _flattens(wrap) and wraps.wrapper_at(wrap.target, call) is wrap and \
                         flow.runs_before(wrap.at, at) and (built is at or flow.runs_before(wrap.at, built)) and \
-                        _split_groups(flow, ctx.get(NodeIndex), groups, wrap, at):
+                        _split_groups(bindings, ctx.get(NodeIndex), groups, wrap, at):
                     yield self.diagnostic(
                         ctx, argument, f"parameter groups split `{wrap.target}`, which FSDP flattens; keep "
                         "flatten_parameters=False",
@@ -102,12 +105,12 @@ def _flattens(wrap: Wrap) -> bool:
         k.arg == "flatten_parameters" and is_constant(k.value, True) for k in wrap.call.keywords)
 
 
-def _group_list(flow: FlowFacts, argument: ast.AST, at: Position) -> Optional[Tuple[ast.List, Position]]:
+def _group_list(bindings: Assignments, argument: ast.AST, at: Position) -> Optional[Tuple[ast.List, Position]]:
     """The list of two or more group dicts the optimizer gets, and where it was built: inline, or
     the surely-run last binding of the name passed."""
     value, built = argument, at
     if type(argument) is not ast.List:
-        binding = flow.last_binding(dotted(argument), at)
+        binding = bindings.last_binding(dotted(argument), at)
         if binding is None:
             return None
         value, built = binding.value, binding.at
@@ -116,15 +119,15 @@ def _group_list(flow: FlowFacts, argument: ast.AST, at: Position) -> Optional[Tu
     return None
 
 
-def _split_groups(flow: FlowFacts, index: NodeIndex, groups: ast.List, wrap: Wrap, at: Position) -> bool:
+def _split_groups(bindings: Assignments, index: NodeIndex, groups: ast.List, wrap: Wrap, at: Position) -> bool:
     """Whether two or more group dicts take the wrapper's parameters (directly, or through one
     name bound to a parameter list after the wrap, like ``decay = [p for n, p in ...]``)."""
     taking = 0
     for group in (e for e in groups.elts if type(e) is ast.Dict):
         owners = set(parameter_owners(group))
         for node in index.below([group]):
-            binding = flow.last_binding(node.id, at) if type(node) is ast.Name else None
-            if binding is not None and flow.runs_before(wrap.at, binding.at):
+            binding = bindings.last_binding(node.id, at) if type(node) is ast.Name else None
+            if binding is not None and bindings.flow.runs_before(wrap.at, binding.at):
                 owners.update(parameter_owners(binding.value))
-        taking += any(o == wrap.target or o.startswith(wrap.target + ".") for o in owners)
+        taking += any(within_dotted(o, wrap.target) for o in owners)
     return taking >= 2

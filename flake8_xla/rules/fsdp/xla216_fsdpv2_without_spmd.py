@@ -5,7 +5,7 @@ from typing import Iterator, List
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import USE_SPMD, runs_as_program, spmd_api
-from flake8_xla.analysis.flow import FSDP_V2
+from flake8_xla.analysis.wraps import FSDP_V2
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 

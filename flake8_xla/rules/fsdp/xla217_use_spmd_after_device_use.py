@@ -3,7 +3,7 @@ import ast
 from typing import Iterator, List
 
 from flake8_xla.analysis.devices import XLA_DEVICE_CALLS, placements
-from flake8_xla.analysis.flow import FlowFacts, within
+from flake8_xla.analysis.control import FlowFacts, within
 from flake8_xla.analysis.fsdp import USE_SPMD
 from flake8_xla.rules.examples import EXAMPLE_XR
 from flake8_xla.analysis.semantic import SemanticModel

@@ -5,9 +5,12 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import spmd_api
-from flake8_xla.analysis.flow import FlowFacts, Position, Wrap, dotted
+from flake8_xla.analysis.control import Position
+from flake8_xla.analysis.wraps import FsdpWraps, Wrap
+from flake8_xla.analysis.syntax import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.assignments import Assignments
 
 MESH_BUILDERS = ("Mesh", "HybridMesh", "get_1d_mesh")
 HEADER = FSDP2 + SPMD + "import numpy as np\n\nxr.use_spmd()\n"
@@ -70,10 +73,10 @@ class MeshWithoutFsdpAxis(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.fsdp_refs:
+        own = ctx.get(FsdpWraps)
+        if not own.refs:
             return
-        wraps = [wrap for wrap in flow.wraps if wrap.kind == "v2"]
+        wraps = [wrap for wrap in own.wraps if wrap.kind == "v2"]
         if not wraps:
             return
         builders: Dict[int, str] = {}
@@ -85,14 +88,14 @@ class MeshWithoutFsdpAxis(Rule):
             if spmd_api(ref.qualname, *MESH_BUILDERS):
                 builders[id(call)] = ref.qualname.rpartition(".")[2]
             elif spmd_api(ref.qualname, "set_global_mesh") and call.args:
-                at = flow.position(call)
+                at = own.flow.position(call)
                 if at is not None:
                     global_sets.append((call, at))
         if not builders:
             return
         reported = set()
         for wrap in wraps:
-            mesh = _mesh_of(flow, wrap, global_sets, builders)
+            mesh = _mesh_of(ctx.get(Assignments), wrap, global_sets, builders)
             if mesh is None or id(mesh) in reported:
                 continue
             problem = _axis_problem(mesh, builders[id(mesh)])
@@ -113,7 +116,7 @@ class MeshWithoutFsdpAxis(Rule):
             yield self.diagnostic(ctx, node, message, help=help)
 
 
-def _mesh_of(flow: FlowFacts, wrap: Wrap, global_sets: List[Tuple[ast.Call, Position]],
+def _mesh_of(bindings: Assignments, wrap: Wrap, global_sets: List[Tuple[ast.Call, Position]],
              builders: Dict[int, str]) -> Optional[ast.Call]:
     """The mesh-building call whose mesh this wrap uses, when it is certain."""
     call = wrap.call
@@ -121,24 +124,24 @@ def _mesh_of(flow: FlowFacts, wrap: Wrap, global_sets: List[Tuple[ast.Call, Posi
         return None
     given = next((k.value for k in call.keywords if k.arg == "mesh"), None)
     if given is not None:
-        return _builder(flow, given, wrap.at, builders)
+        return _builder(bindings, given, wrap.at, builders)
     if len(call.args) > 1:
         return None  # a positional mesh raises TypeError first (XLA105)
     earlier = [(c, at) for c, at in global_sets if at.scope is wrap.at.scope and at.order < wrap.at.order]
     if not earlier:
         return None
     setter, at = max(earlier, key=lambda pair: pair[1].order)
-    return _builder(flow, setter.args[0], at, builders)
+    return _builder(bindings, setter.args[0], at, builders)
 
 
-def _builder(flow: FlowFacts, expr: ast.AST, at: Position, builders: Dict[int, str]) -> Optional[ast.Call]:
+def _builder(bindings: Assignments, expr: ast.AST, at: Position, builders: Dict[int, str]) -> Optional[ast.Call]:
     if id(expr) in builders:
         return expr
     name = dotted(expr)
     if name is None:
         return None
     # a name assigned once in this scope before the use; several assignments may sit in branches
-    bound = flow.bindings_before(name, at)
+    bound = bindings.bindings_before(name, at)
     if len(bound) == 1 and id(bound[0].value) in builders:
         return bound[0].value
     return None

@@ -7,7 +7,7 @@ from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import runs_as_program, spmd_api
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.wraps import FsdpWraps
 
 HEADER = FSDP2 + SPMD + "\nxr.use_spmd()\n"
 
@@ -58,12 +58,12 @@ class FsdpV2WithoutMesh(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.fsdp_refs:
+        wraps = ctx.get(FsdpWraps)
+        if not wraps.refs:
             return
         if any(spmd_api(ref.qualname, "set_global_mesh") for ref in ctx.get(SemanticModel).references):
             return
-        bare = [wrap.call for wrap in flow.wraps if wrap.kind == "v2" and len(wrap.call.args) <= 1
+        bare = [wrap.call for wrap in wraps.wraps if wrap.kind == "v2" and len(wrap.call.args) <= 1
                 and not any(k.arg in ("mesh", None) for k in wrap.call.keywords)
                 and not any(type(a) is ast.Starred for a in wrap.call.args)]
         for call in bare:

@@ -6,9 +6,12 @@ from typing import Dict, Iterator, Optional
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import CHECKPOINT_MODULE
-from flake8_xla.analysis.flow import FlowFacts, Position, dotted
+from flake8_xla.analysis.control import Position
+from flake8_xla.analysis.syntax import dotted
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.wraps import FsdpWraps
+from flake8_xla.analysis.assignments import Assignments
 
 # Hugging Face model classes return a ModelOutput (a dict) from forward; tokenizers, configs and
 # TF/Flax classes are not torch modules.
@@ -75,10 +78,10 @@ class FsdpV2OutputNotSharded(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.fsdp_refs:
+        own = ctx.get(FsdpWraps)
+        if not own.refs:
             return
-        wraps = [wrap for wrap in flow.wraps if wrap.kind == "v2" and wrap.inner is not None
+        wraps = [wrap for wrap in own.wraps if wrap.kind == "v2" and wrap.inner is not None
                  and not any(k.arg in ("shard_output", None) for k in wrap.call.keywords)
                  and not any(type(a) is ast.Starred for a in wrap.call.args)]
         if not wraps:
@@ -95,7 +98,7 @@ class FsdpV2OutputNotSharded(Rule):
         if not builds or any("return_dict" in line for line in ctx.lines):
             return
         for wrap in wraps:
-            model = _hf_build(flow, wrap.inner, wrap.at, builds, unwrapping)
+            model = _hf_build(ctx.get(Assignments), wrap.inner, wrap.at, builds, unwrapping)
             if model is not None:
                 yield self.diagnostic(
                     ctx, wrap.call, "FSDPv2 wraps a Hugging Face model without shard_output=; pass one that marks "
@@ -112,7 +115,7 @@ def _is_hf_model(qualname: str) -> bool:
     return bool(_HF_MODEL_CLASS.fullmatch(cls)) and not cls.startswith(("TF", "Flax")) and cls != "PreTrainedModel"
 
 
-def _hf_build(flow: FlowFacts, expr: ast.AST, at: Position, builds: Dict[int, str], unwrapping: set,
+def _hf_build(bindings: Assignments, expr: ast.AST, at: Position, builds: Dict[int, str], unwrapping: set,
               depth: int = 4) -> Optional[ast.Call]:
     """The transformers call that ``expr`` evaluates to, following one assignment per name."""
     expr = _peel(expr, unwrapping, builds)
@@ -121,14 +124,14 @@ def _hf_build(flow: FlowFacts, expr: ast.AST, at: Position, builds: Dict[int, st
     name = dotted(expr)
     if name is None or depth == 0:
         return None
-    bound = flow.bindings_before(name, at)
+    bound = bindings.bindings_before(name, at)
     if not bound:
         return None
     last = bound[-1]
     # with several assignments only ``model = model.to(...)`` is followed: others may sit in branches
     if len(bound) > 1 and _receiver(last.value, unwrapping) != name:
         return None
-    return _hf_build(flow, last.value, last.at, builds, unwrapping, depth - 1)
+    return _hf_build(bindings, last.value, last.at, builds, unwrapping, depth - 1)
 
 
 def _receiver(expr: ast.AST, unwrapping: set) -> Optional[str]:

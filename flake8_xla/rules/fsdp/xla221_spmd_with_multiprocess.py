@@ -5,7 +5,8 @@ from typing import Iterator, List, Optional, Tuple
 from flake8_xla.analysis.fsdp import USE_SPMD
 from flake8_xla.rules.examples import EXAMPLE_XR
 from flake8_xla.analysis.launches import LAUNCH, SPAWN, Launches
-from flake8_xla.analysis.flow import FlowFacts, Place, argument, within
+from flake8_xla.analysis.control import FlowFacts, Place, within
+from flake8_xla.analysis.syntax import argument
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
 

@@ -6,10 +6,12 @@ from flake8_xla.rules.examples import EXAMPLE_FSDP as FSDP1
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_SPMD as SPMD
 from flake8_xla.analysis.fsdp import CONSOLIDATE
-from flake8_xla.analysis.flow import FSDP_V2, FlowFacts, Wrap, dotted
+from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.wraps import FSDP_V2, FsdpWraps, Wrap
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted
+from flake8_xla.analysis.assignments import Assignments
 
 CHECKPOINT_ADVICE = ("Save and load FSDPv2 state with torch.distributed.checkpoint and SPMDSavePlanner/SPMDLoadPlanner "
                      "from torch_xla.experimental.distributed_checkpoint.")
@@ -87,10 +89,10 @@ class FsdpV1ApiOnFsdpV2(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        flow = ctx.get(FlowFacts)
-        if not flow.fsdp_refs or not any(wrap.kind == "v2" for wrap in flow.wraps):
+        wraps = ctx.get(FsdpWraps)
+        if not wraps.refs or not any(wrap.kind == "v2" for wrap in wraps.wraps):
             return
-        if all(ref.qualname in FSDP_V2 for ref in flow.fsdp_refs):
+        if all(ref.qualname in FSDP_V2 for ref in wraps.refs):
             for ref in ctx.get(SemanticModel).references:
                 if ref.call is not None and ref.qualname in CONSOLIDATE:
                     yield self.diagnostic(
@@ -109,7 +111,7 @@ class FsdpV1ApiOnFsdpV2(Rule):
             name = dotted(call.func.value)
             if method in defined or name is None:
                 continue
-            wrap = flow.wrapper_at(name, call) or _attribute_wrap(flow, name, call, class_of)
+            wrap = wraps.wrapper_at(name, call) or _attribute_wrap(ctx, name, call, class_of)
             if wrap is not None and wrap.kind == "v2":
                 instead, detail = METHODS[method]
                 yield self.diagnostic(
@@ -118,20 +120,20 @@ class FsdpV1ApiOnFsdpV2(Rule):
                           f"has no {method} (an FSDPv1 method). {detail.format(name)}"))
 
 
-def _attribute_wrap(flow: FlowFacts, name: str, call: ast.Call, class_of: Dict[int, ast.ClassDef]) -> Optional[Wrap]:
+def _attribute_wrap(ctx: FileContext, name: str, call: ast.Call, class_of: Dict[int, ast.ClassDef]) -> Optional[Wrap]:
     """The FSDPv2 wrap held by ``self.<attr>`` when every method of the class that assigns the
     attribute ends up assigning that wrapper (e.g. built in ``__init__``, used in ``step``)."""
-    at = flow.position(call)
+    at = ctx.get(FlowFacts).position(call)
     if at is None or not name.startswith("self.") or id(at.scope) not in class_of:
         return None
     methods = {id(stmt) for stmt in class_of[id(at.scope)].body}
     last: Dict[int, ast.AST] = {}  # id(method) -> value of its last assignment to the attribute
-    for binding in flow.bindings:  # in statement order
+    for binding in ctx.get(Assignments).bindings:  # in statement order
         if binding.name == name and id(binding.at.scope) in methods:
             if binding.at.scope is at.scope and binding.at.order < at.order:
-                return None  # assigned in this method before the call: flow.wrapper_at's case
+                return None  # assigned in this method before the call: FsdpWraps.wrapper_at's case
             last[id(binding.at.scope)] = binding.value
-    wraps = {id(wrap.call): wrap for wrap in flow.wraps}
+    wraps = {id(wrap.call): wrap for wrap in ctx.get(FsdpWraps).wraps}
     found = [wraps.get(id(value)) for value in last.values()]
     if not found or None in found or len({id(w.call) for w in found if w}) != 1:
         return None

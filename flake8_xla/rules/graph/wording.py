@@ -13,23 +13,22 @@ from flake8_xla.analysis.calls import ProjectCalls
 from flake8_xla.analysis.project import FunctionSummary, HostRead
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE
-from flake8_xla.analysis.loops import (CALLBACK, COMPILED, DEVICE_LOOP, DYNAMO, FORWARD, MODEL_LOOP,
-                                       TRAINING_LOOP, called_from, hook_of)
+from flake8_xla.analysis.loops import RegionKind, StepRegion
 
 # where a step region runs, as a message's first line says it; IN_FULL: the help's words where those are short
 WHERE = {
-    TRAINING_LOOP: "on every training step",
-    MODEL_LOOP: "on every model-loop iteration",
-    DEVICE_LOOP: "on every device-loop iteration",
-    CALLBACK: "in a per-iteration callback",
-    FORWARD: "on every forward pass",
-    COMPILED: "in a torch_xla.compile step",
-    DYNAMO: 'in a torch.compile(backend="openxla") function',
+    RegionKind.TRAINING_LOOP: "on every training step",
+    RegionKind.MODEL_LOOP: "on every model-loop iteration",
+    RegionKind.DEVICE_LOOP: "on every device-loop iteration",
+    RegionKind.CALLBACK: "in a per-iteration callback",
+    RegionKind.FORWARD: "on every forward pass",
+    RegionKind.COMPILED: "in a torch_xla.compile step",
+    RegionKind.DYNAMO: 'in a torch.compile(backend="openxla") function',
 }
 IN_FULL = {
-    MODEL_LOOP: "on every iteration of a loop that runs the model",
-    DEVICE_LOOP: "on every iteration of a loop that works on the device",
-    CALLBACK: "in a callback that runs on every iteration (output_transform)",
+    RegionKind.MODEL_LOOP: "on every iteration of a loop that runs the model",
+    RegionKind.DEVICE_LOOP: "on every iteration of a loop that works on the device",
+    RegionKind.CALLBACK: "in a callback that runs on every iteration (output_transform)",
 }
 # a loop over a loader that runs the model without a training step (XLA302, XLA307)
 EVALUATION_BATCH = "on every evaluation batch"
@@ -49,44 +48,43 @@ ACROSS_MODULES = (
 
 # evaluation and generation code: a copy to the host there is how results leave the device (XLA307
 # reports the per-batch ones); a read of a value stays XLA303
-HAND_OFF_REGIONS = frozenset({MODEL_LOOP, DEVICE_LOOP, CALLBACK})
+HAND_OFF_REGIONS = frozenset({RegionKind.MODEL_LOOP, RegionKind.DEVICE_LOOP, RegionKind.CALLBACK})
 
 
-def hands_off(kind: str) -> bool:
+def hands_off(region: StepRegion) -> bool:
     """Evaluation and generation code: loops that run the model or work on the device without a
     training step, library callbacks, and a framework's evaluation hooks (validation_step)."""
-    hook = hook_of(kind)
-    return kind in HAND_OFF_REGIONS or (hook is not None and hook.phase == EVALUATION)
+    hook = region.hook
+    return region.kind in HAND_OFF_REGIONS or (hook is not None and hook.phase == EVALUATION)
 
 
-def where(kind: str) -> str:
+def where(region: StepRegion) -> str:
     """Where a step region runs, for a message's first line: "on every training step", "in training_step"."""
-    hook = hook_of(kind)
-    if called_from(kind) is not None:
+    hook = region.hook
+    if region.caller is not None:
         return "on every step of its caller"
-    return WHERE[kind] if hook is None else f"in {hook.name}"
+    return WHERE[region.kind] if hook is None else f"in {hook.name}"
 
 
-def where_in_full(kind: str) -> str:
+def where_in_full(region: StepRegion) -> str:
     """Where a step region runs, in the words :func:`where` may shorten: "in training_step, which Lightning
     runs on every training batch", "on every iteration of a loop that runs the model"."""
-    hook = hook_of(kind)
-    caller = called_from(kind)
+    hook, caller = region.hook, region.caller
     if caller is not None:
         return f"on every step of its caller ({caller})"
     if hook is not None:
         return f"in {hook.name}, which {hook.framework} runs on every {_batch(hook)}"
-    return IN_FULL.get(kind, WHERE[kind])
+    return IN_FULL.get(region.kind, WHERE[region.kind])
 
 
-def runs(kind: str) -> str:
+def runs(region: StepRegion) -> str:
     """The help's opening sentence on where a step region runs, for the kinds whose first-line phrase
     (:func:`where`) is short for it: "training_step runs on every training batch (Lightning). "; else ""."""
-    hook = hook_of(kind)
+    hook = region.hook
     if hook is not None:
         return f"{hook.name} runs on every {_batch(hook)} ({hook.framework}). "
-    full = where_in_full(kind)
-    return "" if full == where(kind) else f"It runs {full}. "
+    full = where_in_full(region)
+    return "" if full == where(region) else f"It runs {full}. "
 
 
 def _batch(hook) -> str:

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.loops import SYNCS, TRAINING_LOOP
+from flake8_xla.analysis.loops import SYNCS, RegionKind
 from flake8_xla.rules.graph.wording import EVALUATION_BATCH, hands_off
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import NodeIndex, Parents
@@ -109,8 +109,8 @@ class BlockingSyncInStep(Rule):
             if _timed(call, parents, ctx.get(NodeIndex), clocks):
                 continue  # a wait right before reading a clock measures the step: what benchmarks do
             spelled = ref.written_prefix(ref.qualname)
-            if region.kind != TRAINING_LOOP:
-                if ref.qualname in EVALUATION_BLOCKING and hands_off(region.kind) and regions.over_batches(region):
+            if region.kind != RegionKind.TRAINING_LOOP:
+                if ref.qualname in EVALUATION_BLOCKING and hands_off(region) and regions.over_batches(region):
                     yield self.diagnostic(ctx, call, (
                         f"{spelled}() blocks the host {EVALUATION_BATCH}; reduce once after the loop"), help=(
                         f"It {BLOCKING[ref.qualname]}: each batch waits for the device and the other replicas. "

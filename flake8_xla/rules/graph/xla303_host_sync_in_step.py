@@ -4,16 +4,15 @@ from typing import Iterator, Optional, Tuple
 
 from flake8_xla.rules.graph.wording import (ACROSS_MODULES, BUDGET, FIRST_LINE, abridged, fit, hands_off, helper_reads, runs,
                               where)
-from flake8_xla.analysis.flow import dotted, is_constant, to_cpu
 from flake8_xla.analysis.hooks import TRAINING
-from flake8_xla.analysis.loops import COMPILED, DYNAMO, called_from, hook_of
+from flake8_xla.analysis.loops import RegionKind, StepRegion
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.reads import READ_METHODS
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted, is_constant, to_cpu
 
 # tensor methods that copy to the host; flagged unless the receiver is known not to be a device tensor
 # builtins and calls that read a value they are given; flagged only for a known device tensor
@@ -130,35 +129,35 @@ class HostSyncInStep(Rule):
         regions = ctx.get(StepRegions)
         for node in ctx.get(NodeIndex).of(ast.Call, ast.JoinedStr, ast.BinOp, ast.Assign):
             region = regions.region_of(node)
-            if region is None or called_from(region.kind) is not None:
+            if region is None or region.caller is not None:
                 continue  # in a function another module calls per step: reported at that call (helper reads)
-            logged = _progress_bar_value(ctx, node, region.kind) if type(node) is ast.Call else None
+            logged = _progress_bar_value(ctx, node, region) if type(node) is ast.Call else None
             if logged is not None:
-                rest = f" with prog_bar=True copies to the host {where(region.kind)}; drop prog_bar=True"
+                rest = f" with prog_bar=True copies to the host {where(region)}; drop prog_bar=True"
                 yield self.diagnostic(ctx, node, fit(logged, "a tensor", BUDGET - len(rest), "logging ") + rest, help=(
-                    f"{runs(region.kind)}Lightning reads every progress-bar value (.item()) when the batch ends. "
+                    f"{runs(region)}Lightning reads every progress-bar value (.item()) when the batch ends. "
                     "Log it without prog_bar=True (the logger reads it every log_every_n_steps) or with "
                     "on_step=False."))
                 continue
-            if region.kind == COMPILED:
-                rest = f" copies to the host {where(region.kind)}; read it outside the step"
+            if region.kind == RegionKind.COMPILED:
+                rest = f" copies to the host {where(region)}; read it outside the step"
                 hint = ("The traced graph is cut and executed mid-step (with full_graph=True it raises). Return the "
                         "tensor from the step and read it outside, every N steps.")
-            elif region.kind == DYNAMO:
-                rest = f" breaks the graph {where(region.kind)}; read it outside"
+            elif region.kind == RegionKind.DYNAMO:
+                rest = f" breaks the graph {where(region)}; read it outside"
                 hint = ("Dynamo splits the function around it and copies the value to the host. Return the tensor and "
                         "read it outside the compiled function.")
             else:
-                rest = f" copies to the host {where(region.kind)}; read it every N steps"
-                hint = f"{runs(region.kind)}{CUT} {INSTEAD}"
+                rest = f" copies to the host {where(region)}; read it every N steps"
+                hint = f"{runs(region)}{CUT} {INSTEAD}"
             room = BUDGET - len(rest)  # for the label
             label = self._read(ctx, node, room) if type(node) is not ast.Assign else _written_to_host(ctx, node, room)
             if label is None and type(node) is ast.Call:
                 # a helper of another module of the project reads what the step passes it
-                helper = next((r for r in helper_reads(ctx, node) if not (r.copies and hands_off(region.kind))), None)
+                helper = next((r for r in helper_reads(ctx, node) if not (r.copies and hands_off(region))), None)
                 if helper is not None:
                     label, hint = helper.label(room), f"{helper.detail()} {hint}"
-            elif label is not None and hands_off(region.kind) and _copies_to_host(node):
+            elif label is not None and hands_off(region) and _copies_to_host(node):
                 continue  # evaluation/generation: a copy to the host is how results leave the device (XLA307)
             if label is not None:
                 yield self.diagnostic(ctx, node, label + rest, help=hint)
@@ -208,10 +207,10 @@ class HostSyncInStep(Rule):
         return None
 
 
-def _progress_bar_value(ctx: FileContext, call: ast.Call, kind: str) -> Optional[ast.expr]:
+def _progress_bar_value(ctx: FileContext, call: ast.Call, region: StepRegion) -> Optional[ast.expr]:
     """In a Lightning training hook, the device tensor of ``self.log(name, value, prog_bar=True)``
     (or a value of ``self.log_dict({...}, prog_bar=True)``), logged on every step (the default there)."""
-    hook = hook_of(kind)
+    hook = region.hook
     func = call.func
     if hook is None or hook.framework != "Lightning" or hook.phase != TRAINING or type(func) is not ast.Attribute or \
             func.attr not in ("log", "log_dict") or dotted(func.value) != "self":

@@ -84,18 +84,18 @@ class TensorControlFlow(Rule):
             operand = _device_operand(ctx, node.test)
             if operand is None:
                 continue
-            place = where(region.kind)
+            place = where(region)
             if kind is ast.While:
                 head, rest = "`while ", f"` tests a tensor {place}; run a fixed number of iterations"
-                hint = (f"{runs(region.kind)}{WHY}, one per trip count. Run a fixed number of iterations and mask "
+                hint = (f"{runs(region)}{WHY}, one per trip count. Run a fixed number of iterations and mask "
                         "the finished ones with torch.where.")
             elif kind is ast.Assert:
                 head, rest = "`assert ", f"` reads a tensor {place}; check it every N steps"
-                hint = (f"{runs(region.kind)}{WHY}. Check it every N steps (under `if step % N == 0:`) or after "
+                hint = (f"{runs(region)}{WHY}. Check it every N steps (under `if step % N == 0:`) or after "
                         "the loop.")
             else:
                 head, rest = "`if ", f"` branches on a tensor {place}; use torch.where"
-                hint = f"{runs(region.kind)}{WHY}. Compute both sides and choose with torch.where(cond, a, b)."
+                hint = f"{runs(region)}{WHY}. Compute both sides and choose with torch.where(cond, a, b)."
             yield self.diagnostic(ctx, operand, fit(node.test, "...", BUDGET, head, rest), help=hint)
 
 

@@ -2,8 +2,8 @@
 import ast
 from typing import Iterator, Set, Tuple
 
-from flake8_xla.analysis.flow import is_constant
-from flake8_xla.analysis.loops import COMPILED, DEVICE_LOOP, DYNAMO, MODEL_LOOP, STEP_MARKERS, SYNCS, XLA_COMPILE
+from flake8_xla.analysis.syntax import is_constant
+from flake8_xla.analysis.loops import STEP_MARKERS, SYNCS, XLA_COMPILE, RegionKind
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.callgraph import LocalFunctions
@@ -11,7 +11,7 @@ from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import HOST_TENSOR
 from flake8_xla.versions import Version
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.reads import READ_METHODS
 from flake8_xla.analysis.syntax import NodeIndex
@@ -134,7 +134,7 @@ class TrainingLoopWithoutSync(Rule):
         for step in regions.training_loops:
             loop = step.loop
             region = regions.region_of(loop)
-            if id(loop) in cut or (region is not None and region.kind in (COMPILED, DYNAMO)) or \
+            if id(loop) in cut or (region is not None and region.kind in (RegionKind.COMPILED, RegionKind.DYNAMO)) or \
                     id(loop) in ctx.get(OffXla).nodes:
                 continue
             if type(loop) is not ast.For or not _plain(ctx, loop.iter):
@@ -157,7 +157,8 @@ class TrainingLoopWithoutSync(Rule):
             if id(loop) in training or id(loop) in cut or id(loop) in ctx.get(OffXla).nodes or not loop.body:
                 continue
             region = regions.region_of(loop.body[0])
-            if region is None or region.kind not in (MODEL_LOOP, DEVICE_LOOP) or regions.origin(region) is not loop:
+            if region is None or region.kind not in (RegionKind.MODEL_LOOP, RegionKind.DEVICE_LOOP) or \
+                    regions.origin(region) is not loop:
                 continue
             if ctx.get(TensorFacts).loader(_iterated(loop.iter)) != HOST_TENSOR or _reads_every_batch(ctx.get(NodeIndex), loop):
                 continue

@@ -3,7 +3,7 @@ import ast
 from typing import Iterator, List, Tuple
 
 from flake8_xla.analysis.devices import RUNTIME_STARTS, placements
-from flake8_xla.analysis.flow import FlowFacts, Place
+from flake8_xla.analysis.control import FlowFacts, Place
 from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.launches import Launches
 from flake8_xla.analysis.semantic import SemanticModel

@@ -3,12 +3,10 @@ import ast
 import re
 from typing import Iterator, Optional
 
-from flake8_xla.analysis.flow import to_cpu
 from flake8_xla.analysis.loops import StepRegions
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, to_cpu
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.values import HOST, HOST_TENSOR, MODULE
-from flake8_xla.analysis.loops import hook_of
 from flake8_xla.rules.graph.wording import ACROSS_MODULES, BUDGET, EVALUATION_BATCH, fit, hands_off, helper_reads, runs, where
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -80,10 +78,10 @@ class HostCopyInEvalLoop(Rule):
         kind = ctx.get(TensorFacts).kind
         for node in ctx.get(NodeIndex).of(ast.Call):
             region = regions.region_of(node)
-            if region is None or not hands_off(region.kind) or not regions.over_batches(region):
+            if region is None or not hands_off(region) or not regions.over_batches(region):
                 continue
-            hook = hook_of(region.kind)
-            rest = f" copies to the host {where(region.kind) if hook else EVALUATION_BATCH}; accumulate on the device"
+            hook = region.hook
+            rest = f" copies to the host {where(region) if hook else EVALUATION_BATCH}; accumulate on the device"
             room = BUDGET - len(rest)  # for the label
             label = _copy(node, kind, room)
             if label is not None and _loader_input(ctx, node.func.value if type(node.func) is ast.Attribute
@@ -96,7 +94,7 @@ class HostCopyInEvalLoop(Rule):
                     label, detail = helper.label(room), helper.detail() + " "
             if label is None:
                 continue
-            yield self.diagnostic(ctx, node, label + rest, help=f"{detail}{runs(region.kind) if hook else ''}{HELP}")
+            yield self.diagnostic(ctx, node, label + rest, help=f"{detail}{runs(region) if hook else ''}{HELP}")
 
 
 def _loader_input(ctx: FileContext, value: ast.expr, loop: ast.AST) -> bool:

@@ -6,9 +6,9 @@ from typing import Callable, Iterator, Optional, Tuple
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.fixing.fixpoint import FixSite
 from flake8_xla.rules.graph.wording import BUDGET, fit, spelled, where, where_in_full
-from flake8_xla.analysis.flow import FlowFacts, argument, dotted
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.loops import StepRegions, is_test_file
-from flake8_xla.analysis.syntax import NodeIndex, Parents
+from flake8_xla.analysis.syntax import NodeIndex, Parents, argument, dotted
 from flake8_xla.analysis.device_values import DeviceValues
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.values import DEVICE
@@ -157,18 +157,18 @@ class HostTensorMovedEveryStep(Rule):
             if target is None or not _to_device(target, ctx):
                 continue
             device = spelled(target, "device")
-            place = where(region.kind)
+            place = where(region)
             if name in RANDOM:
                 message = fit(factory, f"torch.{name}(...)", BUDGET, "",
                               f" is copied from the host {place}; draw it with device={device}")
-                hint = (f"It is drawn on the host and copied to the device {where_in_full(region.kind)} (a "
+                hint = (f"It is drawn on the host and copied to the device {where_in_full(region)} (a "
                         f"host-to-device transfer each time). Draw it there: torch.{name}(..., device={device}) "
                         f"(the device's generator gives other numbers; {seed} seeds it).")
                 yield self.diagnostic(ctx, factory, message, help=hint), None
                 continue
             message = fit(factory, f"torch.{name}(...)", BUDGET, "",
                           f" is copied from the host {place}; make it with device={device}")
-            hint = (f"It is made on the host and copied to the device {where_in_full(region.kind)} (a host-to-device "
+            hint = (f"It is made on the host and copied to the device {where_in_full(region)} (a host-to-device "
                     f"transfer each time). Make it there: torch.{name}(..., device={device}).")
             fixable = _fixable(call, factory, name, target, devices)
             yield self.diagnostic(ctx, factory, message, help=hint), \

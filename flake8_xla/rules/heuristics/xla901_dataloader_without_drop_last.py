@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.flow import argument
+from flake8_xla.analysis.syntax import argument
 from flake8_xla.analysis.loaders import BATCH_SAMPLER, BATCH_SIZE, DROP_LAST, DataLoaders
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel

@@ -3,10 +3,10 @@ import ast
 from typing import Dict, Iterator, Optional, Set
 
 from flake8_xla.rules.graph.wording import spelled
-from flake8_xla.analysis.loops import DYNAMO, LOOPS, SCOPES, compiled_callables
+from flake8_xla.analysis.loops import LOOPS, SCOPES, RegionKind, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import TENSORS
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.syntax import NodeIndex
 
@@ -56,7 +56,7 @@ class PythonFloatIntoCompiled(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        callables = compiled_callables(ctx, DYNAMO)
+        callables = compiled_callables(ctx, RegionKind.DYNAMO)
         if not callables:
             return
         innermost: Dict[int, ast.AST] = {}

@@ -6,7 +6,6 @@ from typing import Iterator, List, Optional, Tuple
 from flake8_xla.analysis.checkpoints import (COMPAT_MANAGERS, DCP_LOADS, DCP_SAVES, MANAGERS, Checkpointing,
                                              state_dict_owners)
 from flake8_xla.rules.examples import EXAMPLE_MANAGER
-from flake8_xla.analysis.flow import FlowFacts
 from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE, checkpoint_facts, runs_as_program
 from flake8_xla.analysis.loops import is_test_file
 from flake8_xla.analysis.semantic import SemanticModel
@@ -126,12 +125,10 @@ class CheckpointNeverRestored(Rule):
     @staticmethod
     def _saves(ctx: FileContext) -> List[Save]:
         facts = ctx.get(Checkpointing)
-        flow = ctx.get(FlowFacts)
         out: List[Save] = []
         for save in checkpoint_facts(ctx).saves:
             if (save.qualname in SAVES or save.qualname == TORCH_SAVE) and facts.loop_over_steps(save.call):
-                flow.collect()
-                if state_dict_owners(flow, save.data):
+                if state_dict_owners(ctx, save.data):
                     out.append((save.call, save.callee, "load the newest one with torch.load() and "
                                 "model.load_state_dict() / optimizer.load_state_dict()"))
         for ref in ctx.get(SemanticModel).references:

@@ -3,13 +3,14 @@ import ast
 import re
 from typing import Dict, Iterator, List, Optional, Set
 
-from flake8_xla.analysis.flow import FlowFacts, Position, dotted
+from flake8_xla.analysis.control import FlowFacts, Position
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, dotted, within_dotted
 from flake8_xla.analysis.device_values import DeviceValues
 from flake8_xla.analysis.ties import Tie, tie_of
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
+from flake8_xla.analysis.assignments import Assignments
 
 # a call that (re)ties or restores shared parameters: ``model.tie_weights()``, ``retie(model)``,
 # ``_set_shared_params(...)``, ``with preserve_shared_weights(model):``
@@ -124,7 +125,6 @@ class WeightTyingLostByMove(Rule):
         if not moves:
             return
         flow = ctx.get(FlowFacts)
-        flow.collect()
         classes = _tying_classes(index)
         never = ctx.get(OffXla).nodes
         for call in moves:
@@ -149,7 +149,7 @@ class WeightTyingLostByMove(Rule):
     def _tie_before(ctx: FileContext, flow: FlowFacts, classes: Dict[str, Tie], call: ast.Call,
                     at: Position) -> Optional[Tie]:
         receiver = call.func.value
-        built = _built_from(receiver, flow, at)
+        built = _built_from(receiver, ctx.get(Assignments), at)
         if built in classes:
             return classes[built]
         name = dotted(receiver)
@@ -230,13 +230,13 @@ def _calls_super_init(index: NodeIndex, fn: ast.AST) -> bool:
                n.func.value.func.id == "super" for n in index.below(fn.body))
 
 
-def _built_from(receiver: ast.AST, flow: FlowFacts, at: Position) -> Optional[str]:
+def _built_from(receiver: ast.AST, bindings: Assignments, at: Position) -> Optional[str]:
     """The class of the file a module was built from: ``LM(...)`` itself, or the value the name was
     last given before the move in the same function (``model = LM()``)."""
     value: Optional[ast.AST] = receiver
     if type(receiver) is not ast.Call:
         name = dotted(receiver)
-        binding = flow.last_binding(name, at) if name else None
+        binding = bindings.last_binding(name, at) if name else None
         value = binding.value if binding is not None else None
         while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in ("to", "train"):
             value = value.func.value  # ``model = LM().to(torch.bfloat16)``
@@ -290,7 +290,7 @@ def _names_retie(expr: ast.AST, names: Set[str]) -> bool:
         return False
     about = [dotted(func.value)] if type(func) is ast.Attribute else []
     about += [dotted(a) for a in expr.args] + [dotted(k.value) for k in expr.keywords]
-    return any(a == n or a.startswith(n + ".") for a in about if a for n in names)
+    return any(within_dotted(a, n) for a in about if a for n in names)
 
 
 def _assigned_to(stmt: ast.stmt, call: ast.Call) -> Optional[str]:

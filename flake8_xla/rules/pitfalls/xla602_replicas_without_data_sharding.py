@@ -2,11 +2,10 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.flow import argument, is_constant
 from flake8_xla.analysis.fsdp import MASTER_WORD
 from flake8_xla.analysis.launches import Launches
 from flake8_xla.analysis.loaders import BATCH_SAMPLER, DATASET, SAMPLER, DataLoaders
-from flake8_xla.analysis.syntax import Parents
+from flake8_xla.analysis.syntax import Parents, argument, is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 HEADER = "import torch\nimport torch_xla\nimport torch_xla.distributed.parallel_loader as pl\n" \

@@ -2,7 +2,7 @@
 import ast
 from typing import Iterator
 
-from flake8_xla.analysis.flow import FlowFacts, within
+from flake8_xla.analysis.control import FlowFacts, within
 from flake8_xla.rules.examples import EXAMPLE_XM, EXAMPLE_XR
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.computations import DeviceComputations

@@ -5,7 +5,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.analysis.device_values import DeviceValues
-from flake8_xla.analysis.flow import FlowFacts
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.off_xla import OffXla
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.placement import MovedModules, surely_on_xla

@@ -2,9 +2,9 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.analysis.flow import FlowFacts, argument, dotted, is_constant
+from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.syntax import NodeIndex
+from flake8_xla.analysis.syntax import NodeIndex, argument, dotted, is_constant
 from flake8_xla.analysis.xla_scopes import XlaScopes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
