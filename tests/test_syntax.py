@@ -1,4 +1,4 @@
-"""NodeIndex.below: a subtree as a slice of the file's walk, in walk()'s order."""
+"""NodeIndex.below: what a rule walks, in walk()'s order."""
 import ast
 
 import pytest

@@ -284,60 +284,16 @@ class NodeIndex:
         self.by_type = by_type
         self._scopes: Optional[List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]] = None
         self.parent_scope: Dict[int, Optional[ast.AST]] = {id(tree): None}
-        self._spans_of: Optional[Dict[int, int]] = None  # id(node) -> its place in _order, by below()
 
     def of(self, *kinds: type) -> List[ast.AST]:
         by_type = self.by_type
         return [node for kind in kinds for node in by_type.get(kind, ())]
 
     def below(self, roots: Sequence[ast.AST], stop: Tuple[type, ...] = ()) -> List[ast.AST]:
-        """``walk(roots, stop)``, in its order: the roots and every node below them, nodes of a ``stop``
-        type included but not entered. A subtree is a slice of the file's walk, numbered on the first call,
-        so asking about many subtrees costs one walk."""
-        if self._spans_of is None:
-            self._number()
-        order, spans, ends = self._order, self._spans_of, self._ends
-        out: List[ast.AST] = []
-        for root in reversed(roots):  # walk() pops the last root first
-            start = spans.get(id(root))
-            if start is None:  # not of this file's tree (a node made by a rule)
-                out.extend(walk([root], stop))
-            elif not stop:
-                out.extend(order[start:ends[start]])
-            else:
-                at, end = start, ends[start]
-                while at < end:
-                    node = order[at]
-                    out.append(node)
-                    at = ends[at] if type(node) in stop else at + 1
-        return out
-
-    def _number(self) -> None:
-        """The file's nodes in walk([tree]) order, with where each one's subtree ends in it."""
-        order: List[ast.AST] = []
-        ends: List[int] = []
-        spans: Dict[int, int] = {}
-        stack: List[object] = [self.tree]
-        push, pop, get, AST = stack.append, stack.pop, CHILD_FIELDS.get, ast.AST
-        while stack:
-            node = pop()
-            if type(node) is int:  # the subtree of the node numbered ``node`` is done
-                ends[node] = len(order)
-                continue
-            spans[id(node)] = at = len(order)
-            order.append(node)
-            ends.append(0)
-            push(at)
-            kind = type(node)
-            for field in get(kind) or child_fields(kind):
-                value = getattr(node, field, None)
-                if type(value) is list:
-                    for item in value:
-                        if isinstance(item, AST):
-                            push(item)
-                elif isinstance(value, AST):
-                    push(value)
-        self._order, self._ends, self._spans_of = order, ends, spans
+        """``walk(roots, stop)``: the roots and every node below them, nodes of a ``stop`` type included
+        but not entered. Rules ask here (a rule file walks nothing itself). A slice of one numbered walk
+        of the file was tried: numbering cost more than the rules' subtree walks it saved."""
+        return walk(roots, stop)
 
     def _spans(self) -> List[Tuple[Tuple[int, int], Tuple[int, int], ast.AST]]:
         """Scopes sorted by where their body starts, with their parents (scopes nest, so the
