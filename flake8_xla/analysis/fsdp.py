@@ -379,11 +379,6 @@ class CheckpointFacts(Fact):
         return UNKNOWN
 
 
-def checkpoint_facts(ctx: FileContext) -> CheckpointFacts:
-    """Computed once per file, shared by XLA205-XLA207, XLA401 and XLA403."""
-    return ctx.get(CheckpointFacts)
-
-
 def combine(kinds: Iterator[str]) -> str:
     seen = SAME
     for kind in kinds:

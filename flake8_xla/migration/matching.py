@@ -100,7 +100,7 @@ def _device_string_uses(tree: ast.AST, table: MigrationTable) -> Iterator[Migrat
             continue
         func = node.func
         if type(func) is ast.Attribute and func.attr == "to" and node.args:
-            found, written = node.args[0], f'.to({{}})'
+            found, written = node.args[0], '.to({})'
         else:
             # device_type= elsewhere is often a label (a server's info message), not a device
             autocast = (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) == "autocast"

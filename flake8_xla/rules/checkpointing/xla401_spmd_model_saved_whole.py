@@ -5,7 +5,7 @@ from typing import Iterator, Optional, Tuple
 from flake8_xla.analysis.checkpoints import Checkpointing, Sharding, state_dict_owners
 from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2, EXAMPLE_SPMD
-from flake8_xla.analysis.fsdp import checkpoint_facts
+from flake8_xla.analysis.fsdp import CheckpointFacts
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
 IMPORTS = "import numpy as np\nimport torch\n" + EXAMPLE_SPMD
@@ -129,7 +129,7 @@ class SpmdModelSavedWhole(Rule):
         facts = ctx.get(Checkpointing)
         if not facts.shardings:
             return
-        for save in checkpoint_facts(ctx).saves:
+        for save in ctx.get(CheckpointFacts).saves:
             if (save.qualname not in SAVES and save.qualname != TORCH_SAVE) or save.unpacked:
                 continue
             if facts.loop_over_steps(save.call) is None:

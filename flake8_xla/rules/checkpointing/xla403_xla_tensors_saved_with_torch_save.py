@@ -2,7 +2,7 @@
 from typing import Iterator
 
 from flake8_xla.analysis.checkpoints import Checkpointing
-from flake8_xla.analysis.fsdp import TORCH_SAVE, USE_SPMD, checkpoint_facts
+from flake8_xla.analysis.fsdp import TORCH_SAVE, USE_SPMD, CheckpointFacts
 from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.loops import is_test_file
 from flake8_xla.analysis.off_xla import OffXla
@@ -127,7 +127,7 @@ class XlaTensorsSavedWithTorchSave(Rule):
     )
 
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
-        saves = [s for s in checkpoint_facts(ctx).saves if s.qualname == TORCH_SAVE and not s.unpacked]
+        saves = [s for s in ctx.get(CheckpointFacts).saves if s.qualname == TORCH_SAVE and not s.unpacked]
         if not saves or is_test_file(ctx.filename) or _sharded_program(ctx):
             return  # a test saves XLA tensors on purpose (serialization tests)
         judge = ctx.get(XlaPlacement)

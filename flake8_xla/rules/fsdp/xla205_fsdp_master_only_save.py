@@ -4,7 +4,7 @@ from typing import Iterator
 from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_FSDPV2 as FSDP2
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
-from flake8_xla.analysis.fsdp import SAVES, checkpoint_facts, has_fsdp_v1
+from flake8_xla.analysis.fsdp import SAVES, CheckpointFacts, has_fsdp_v1
 from flake8_xla.analysis.syntax import is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -102,7 +102,7 @@ class FsdpMasterOnlySave(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         if not has_fsdp_v1(ctx):
             return
-        facts = checkpoint_facts(ctx)
+        facts = ctx.get(CheckpointFacts)
         for save in facts.saves + facts.helper_saves:
             if (save.qualname not in SAVES and not save.helper) or save.unpacked:
                 continue

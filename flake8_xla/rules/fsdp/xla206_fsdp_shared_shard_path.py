@@ -3,7 +3,7 @@ from typing import Iterator
 
 from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
-from flake8_xla.analysis.fsdp import SAME, SAVES, checkpoint_facts, has_fsdp_v1
+from flake8_xla.analysis.fsdp import SAME, SAVES, CheckpointFacts, has_fsdp_v1
 from flake8_xla.analysis.syntax import is_constant
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -77,7 +77,7 @@ class FsdpSharedShardPath(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         if not has_fsdp_v1(ctx):
             return
-        facts = checkpoint_facts(ctx)
+        facts = ctx.get(CheckpointFacts)
         for save in facts.saves:
             if save.qualname not in SAVES or save.unpacked or not is_constant(save.master_only, False):
                 continue

@@ -4,7 +4,7 @@ from typing import Iterator, Optional, Tuple
 
 from flake8_xla.rules.examples import EXAMPLE_CHECKPOINT as HEADER
 from flake8_xla.rules.examples import EXAMPLE_XM as XM
-from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save, checkpoint_facts,
+from flake8_xla.analysis.fsdp import (RANK, SAVES, TORCH_SAVE, CheckpointFacts, FsdpState, Save,
                                       has_fsdp_v1)
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.syntax import NodeIndex, dotted, is_constant
@@ -91,7 +91,7 @@ class FsdpMissingShardMetadata(Rule):
     def check(self, ctx: FileContext) -> Iterator[Diagnostic]:
         if not has_fsdp_v1(ctx):
             return
-        facts = checkpoint_facts(ctx)
+        facts = ctx.get(CheckpointFacts)
         for save in facts.saves:
             if not _per_rank(facts, save):
                 continue

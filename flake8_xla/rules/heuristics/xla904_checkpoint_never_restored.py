@@ -6,7 +6,7 @@ from typing import Iterator, List, Optional, Tuple
 from flake8_xla.analysis.checkpoints import (COMPAT_MANAGERS, DCP_LOADS, DCP_SAVES, MANAGERS, Checkpointing,
                                              state_dict_owners)
 from flake8_xla.rules.examples import EXAMPLE_MANAGER
-from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE, checkpoint_facts, runs_as_program
+from flake8_xla.analysis.fsdp import SAVES, TORCH_SAVE, CheckpointFacts, runs_as_program
 from flake8_xla.analysis.loops import is_test_file
 from flake8_xla.analysis.semantic import SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
@@ -126,7 +126,7 @@ class CheckpointNeverRestored(Rule):
     def _saves(ctx: FileContext) -> List[Save]:
         facts = ctx.get(Checkpointing)
         out: List[Save] = []
-        for save in checkpoint_facts(ctx).saves:
+        for save in ctx.get(CheckpointFacts).saves:
             if (save.qualname in SAVES or save.qualname == TORCH_SAVE) and facts.loop_over_steps(save.call):
                 if state_dict_owners(ctx, save.data):
                     out.append((save.call, save.callee, "load the newest one with torch.load() and "
