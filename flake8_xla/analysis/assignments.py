@@ -4,6 +4,8 @@ within its scope, what it is given, where it occurs at all, and where a module i
 that comes from a parameter, a factory or another function stays unknown.
 
 Built on the control flow's numbering: the first fact that asks numbers every statement of the file.
+Two other modules answer a neighbouring question: analysis/bindings.py which assignments reach a
+use, scope by scope, for the kinds of values; semantic.py what an imported name refers to.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from .control import FlowFacts, Position
 from .syntax import dotted
 
 
-class Binding(NamedTuple):
+class Assignment(NamedTuple):
     name: str  # dotted name assigned
     value: ast.AST
     at: Position
@@ -34,7 +36,7 @@ class Assignments:
 
     def __init__(self, flow: FlowFacts) -> None:
         self.flow = flow
-        self.bindings: List[Binding] = []
+        self.bindings: List[Assignment] = []
         self.moves: List[Move] = []
         self._names: Dict[int, Dict[str, List[Tuple[int, bool]]]] = {}
         for at in flow.statements():
@@ -50,17 +52,17 @@ class Assignments:
                     for element in (target.elts if type(target) in (ast.Tuple, ast.List) else [target]):
                         name = dotted(element)
                         if name:
-                            self.bindings.append(Binding(name, stmt.value, at))
+                            self.bindings.append(Assignment(name, stmt.value, at))
         self.bindings.sort(key=lambda b: b.at.order)
-        self._by_name: Dict[Tuple[int, str], List[Binding]] = {}
+        self._by_name: Dict[Tuple[int, str], List[Assignment]] = {}
         for binding in self.bindings:  # sorted by order
             self._by_name.setdefault((id(binding.at.scope), binding.name), []).append(binding)
 
-    def bindings_between(self, name: Optional[str], scope: ast.AST, start: int, end: int) -> List[Binding]:
+    def bindings_between(self, name: Optional[str], scope: ast.AST, start: int, end: int) -> List[Assignment]:
         """Assignments to ``name`` in ``scope`` by statements strictly between two orders, in order."""
         return [b for b in self._by_name.get((id(scope), name), ()) if start < b.at.order < end]
 
-    def bindings_before(self, name: Optional[str], at: Position) -> List[Binding]:
+    def bindings_before(self, name: Optional[str], at: Position) -> List[Assignment]:
         """Assignments to ``name`` in the scope of ``at`` by earlier statements, in order."""
         return [b for b in self._by_name.get((id(at.scope), name), ()) if b.at.order < at.order]
 
@@ -68,12 +70,12 @@ class Assignments:
         """Whether ``name`` is assigned in ``scope`` by a statement strictly between two orders."""
         return any(start < b.at.order < end for b in self._by_name.get((id(scope), name), ()))
 
-    def last_binding(self, name: Optional[str], at: Position) -> Optional[Binding]:
+    def last_binding(self, name: Optional[str], at: Position) -> Optional[Assignment]:
         """``name``'s last assignment before ``at`` in its scope, if it surely runs before ``at``."""
         bound = self.bindings_before(name, at)
         return bound[-1] if bound and self.flow.runs_before(bound[-1].at, at) else None
 
-    def binding_of(self, expr: ast.AST) -> Optional[Binding]:
+    def binding_of(self, expr: ast.AST) -> Optional[Assignment]:
         """The plain assignment (``name = value``) a dotted name was last given in its scope, when
         it runs whenever ``expr`` does and nothing else stores the name in between; else None."""
         name, at = dotted(expr), self.flow.position(expr)
@@ -120,4 +122,4 @@ def _plain_assignment(stmt: ast.stmt, name: str) -> bool:
     return type(stmt) is ast.AnnAssign and dotted(stmt.target) == name
 
 
-__all__ = ["Binding", "Assignments", "Move"]
+__all__ = ["Assignment", "Assignments", "Move"]
