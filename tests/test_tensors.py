@@ -6,9 +6,8 @@ import pytest
 from flake8_xla.analysis.arguments import CallArguments
 from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.analysis.device_values import DeviceValues
-from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.masks import Masks
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.summaries import outgoing_calls
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.analysis.tensors import TensorFacts
@@ -25,7 +24,7 @@ HEADER = ("import numpy as np\nimport torch\nimport torch.nn.functional as F\nim
 
 def facts_and_last(source: str):
     tree = ast.parse(HEADER + source)
-    bindings = Bindings(NodeIndex(tree), FlowFacts(tree, SemanticModel(tree).references).qualname)
+    bindings = Bindings(NodeIndex(tree), QualifiedNames(SemanticModel(tree).references).qualname)
     arguments = CallArguments(bindings)
     facts = TensorFacts(bindings, arguments, DeviceValues(bindings, arguments))
     last = tree.body[-1]

@@ -13,8 +13,8 @@ import functools
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .backends import BranchesOffXla
-from .control import FlowFacts
 from .hooks import FrameworkHooks
+from .semantic import QualifiedNames
 from .syntax import NodeIndex, dotted, walk
 from .values import DEVICE, HOST, HOST_BUILTINS, MODULE, Kind
 from .wraps import FSDP_ANY
@@ -37,7 +37,8 @@ class Bindings:
 
     @classmethod
     def from_context(cls, ctx) -> "Bindings":
-        return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname, ctx.get(FrameworkHooks), ctx.get(BranchesOffXla))
+        return cls(ctx.get(NodeIndex), ctx.get(QualifiedNames).qualname, ctx.get(FrameworkHooks),
+                   ctx.get(BranchesOffXla))
 
     def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]],
                  hooks: Optional[FrameworkHooks] = None, off_xla: Optional[BranchesOffXla] = None) -> None:

@@ -7,8 +7,8 @@ import ast
 import functools
 from typing import Callable, Dict, Optional, Tuple
 
-from .control import FlowFacts
 from .project import NO_PROJECT, CallSite, FunctionSummary, Project
+from .semantic import QualifiedNames
 from .syntax import Fact, NodeIndex, dotted
 
 
@@ -56,7 +56,7 @@ class ProjectCalls(Fact):
     def callee_name(self, func: ast.AST) -> Optional[Tuple[int, str]]:
         """(import level, dotted name) of what ``func`` names: ``utils.accuracy`` for an absolute
         import, (1, ``utils.accuracy``) for ``from .utils import accuracy``."""
-        qualname = self.ctx.get(FlowFacts).qualname(func)
+        qualname = self.ctx.get(QualifiedNames).qualname(func)
         if qualname is not None:
             return 0, qualname
         name = dotted(func)

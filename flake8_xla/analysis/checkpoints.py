@@ -17,7 +17,7 @@ from .assignments import Assignments
 from .control import FlowFacts, Position
 from .fsdp import spmd_api
 from .loops import LOOPS, SCOPES, StepRegions
-from .semantic import SemanticModel
+from .semantic import QualifiedNames, SemanticModel
 from .syntax import Fact, NodeIndex, Parents, argument, dotted, walk, within_dotted
 from .wraps import FsdpWraps
 
@@ -294,7 +294,7 @@ def state_dict_owners(ctx, expr: Optional[ast.AST], depth: int = 3) -> List[str]
         if type(func) is ast.Attribute and func.attr == "state_dict" and not expr.args:
             name = dotted(func.value)
             return [name] if name else []
-        if type(func) is ast.Name and func.id == "dict" and ctx.get(FlowFacts).reference(func) is None:
+        if type(func) is ast.Name and func.id == "dict" and ctx.get(QualifiedNames).reference(func) is None:
             return [o for p in list(expr.args) + [k.value for k in expr.keywords] for o in
                     state_dict_owners(ctx, p, depth)]
         return []

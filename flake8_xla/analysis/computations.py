@@ -10,7 +10,7 @@ from .callgraph import LocalFunctions
 from .control import FlowFacts, within
 from .loops import LOOPS, SYNCS, RegionKind, StepRegions
 from .reads import READ_METHODS
-from .semantic import SemanticModel
+from .semantic import QualifiedNames, SemanticModel
 from .syntax import Fact, NodeIndex, argument, is_constant, walk
 from .tensors import TensorFacts
 from .values import DEVICE
@@ -39,6 +39,7 @@ class DeviceComputations(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.flow = ctx.get(FlowFacts)
+        self.names = ctx.get(QualifiedNames)
         self.tensors = ctx.get(TensorFacts)
         self.regions = ctx.get(StepRegions)
         self.found: List[Tuple[ast.AST, str, object]] = []
@@ -68,7 +69,7 @@ class DeviceComputations(Fact):
                     self._computes(func.value, 0):
                 self._add(call, f".{func.attr}()")
             elif type(func) is ast.Name and func.id in _HOST_BUILTINS and len(call.args) == 1 and \
-                    self.flow.qualname(func) is None and self._computes(call.args[0], 0):
+                    self.names.qualname(func) is None and self._computes(call.args[0], 0):
                 self._add(call, f"{func.id}()")
             elif self._compiled(call):
                 self._add(call, f"the compiled {ast.unparse(func)}()")
@@ -107,7 +108,7 @@ class DeviceComputations(Fact):
             func = node.func
             if type(func) is ast.Attribute and func.attr in _NOT_COMPUTING:
                 return False
-            if self.flow.qualname(func) in _FACTORIES:
+            if self.names.qualname(func) in _FACTORIES:
                 return False
         return True
 

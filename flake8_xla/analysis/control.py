@@ -15,7 +15,6 @@ import ast
 import functools
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from .semantic import Reference, SemanticModel
 from .syntax import is_main_guard, walk
 
 _DEF_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -108,16 +107,14 @@ def within(inner: Place, outer: Place) -> bool:
 
 
 class FlowFacts:
-    """Control flow of one file: positions and places of nodes, and the order of statements. Also
-    the resolved reference at a node, which analysis/tensors.py reads here."""
+    """Control flow of one file: positions and places of nodes, and the order of statements."""
 
     @classmethod
     def from_context(cls, ctx) -> "FlowFacts":
-        return cls(ctx.tree, ctx.get(SemanticModel).references)
+        return cls(ctx.tree)
 
-    def __init__(self, tree: ast.AST, references: Sequence[Reference]) -> None:
+    def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
-        self.references = references
         self._paths: Dict[Tuple[Policy, int], Dict[int, tuple]] = {}
         self._scope_statements: Dict[int, List[Position]] = {}
         self._kinds: Dict[int, Dict[int, type]] = {}
@@ -296,19 +293,6 @@ class FlowFacts:
                     test, flipped = test.operand, not flipped
                 out[id(node)] = (ast.dump(test), flipped)
         return out
-
-    # -- resolved names ---------------------------------------------------------------------------
-    @functools.cached_property
-    def _by_node(self) -> Dict[int, Reference]:
-        return {id(r.node): r for r in self.references if not r.is_import}
-
-    def reference(self, node: ast.AST) -> Optional[Reference]:
-        """The resolved (non-import) reference whose node is ``node``."""
-        return self._by_node.get(id(node))
-
-    def qualname(self, node: ast.AST) -> Optional[str]:
-        ref = self._by_node.get(id(node))
-        return ref.qualname if ref is not None else None
 
 
 def _statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:

@@ -16,7 +16,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 from .assignments import Assignments
 from .control import FlowFacts, Position
 from ..rule import FileContext
-from .semantic import SemanticModel
+from .semantic import QualifiedNames, SemanticModel
 from .syntax import Fact, NodeIndex, argument, dotted, is_constant, is_main_guard, positional_parameters, walk
 from .wraps import FsdpWraps, HelperWraps, Wrap
 
@@ -102,7 +102,7 @@ def _foreign_rooted(ctx: FileContext, classes: List[ast.ClassDef]) -> bool:
         for base in cls.bases:
             if type(base) is ast.Name and base.id == "object":
                 continue
-            qualname = ctx.get(FlowFacts).qualname(base)
+            qualname = ctx.get(QualifiedNames).qualname(base)
             if qualname is not None:
                 if qualname not in _INERT_BASES:
                     return True
@@ -220,6 +220,7 @@ class CheckpointFacts(Fact):
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
+        self.names = ctx.get(QualifiedNames)
         self.saves: List[Save] = []
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
@@ -246,7 +247,7 @@ class CheckpointFacts(Fact):
             if found is None:
                 continue
             local, summary = found
-            saves = master_only_saves(local, False, self.flow.qualname) if local is not None else \
+            saves = master_only_saves(local, False, self.names.qualname) if local is not None else \
                 summary.saves_on_master
             at = self.flow.position(call) if saves else None
             for position, line in saves:
@@ -282,7 +283,7 @@ class CheckpointFacts(Fact):
         if kind is ast.Call:
             if type(expr.func) is ast.Attribute and expr.func.attr == "state_dict":
                 return self._fsdp_state_call(expr)
-            if type(expr.func) is ast.Name and expr.func.id == "dict" and self.flow.reference(expr.func) is None:
+            if type(expr.func) is ast.Name and expr.func.id == "dict" and self.names.reference(expr.func) is None:
                 parts = list(expr.args) + [k.value for k in expr.keywords]
                 return next(filter(None, (self.fsdp_state(p, depth) for p in parts)), None)
             return None
@@ -365,7 +366,7 @@ class CheckpointFacts(Fact):
 
     def _call_path_kind(self, call: ast.Call, depth: int) -> str:
         func = call.func
-        ref = self.flow.reference(func)
+        ref = self.names.reference(func)
         text = ref.qualname if ref is not None else (dotted(func) or "")
         if RANK_WORD.search(text) or text in SHARD_PATHS:
             return RANK

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, NamedTuple, Optional
 
-from .control import FlowFacts
+from .semantic import QualifiedNames
 from .syntax import NodeIndex
 
 TRAINING = "training"
@@ -76,7 +76,7 @@ class FrameworkHooks:
 
     @classmethod
     def from_context(cls, ctx) -> "FrameworkHooks":
-        return cls(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname)
+        return cls(ctx.get(NodeIndex), ctx.get(QualifiedNames).qualname)
 
     def __init__(self, index: NodeIndex, qualname: Callable[[ast.AST], Optional[str]]) -> None:
         self.hooks: Dict[int, Hook] = {}

@@ -9,8 +9,7 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .bindings import Bindings
 from .callgraph import LocalFunctions
-from .control import FlowFacts
-from .semantic import SemanticModel
+from .semantic import QualifiedNames, SemanticModel
 from .syntax import PARTIAL, Fact, NodeIndex, argument, is_constant, is_main_guard, walk
 
 # start ``fn(index, ...)`` once per device
@@ -33,14 +32,14 @@ class Launches(Fact):
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-        flow = ctx.get(FlowFacts)
+        names = ctx.get(QualifiedNames)
         self.all: List[Launch] = []
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
             if call is None or not (ref.qualname in LAUNCH or ref.qualname in SPAWN or ref.qualname in TORCH_SPAWN):
                 continue
             target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "fn"), None)
-            if type(target) is ast.Call and flow.qualname(target.func) == PARTIAL and target.args:
+            if type(target) is ast.Call and names.qualname(target.func) == PARTIAL and target.args:
                 target = target.args[0]
             self.all.append(Launch(call, ref.qualname, ref.written_prefix(ref.qualname),
                                    target if type(target) is ast.Name else None))
@@ -64,7 +63,7 @@ class Launches(Fact):
     def launched(self, launch: Launch) -> List[ast.AST]:
         """The file's functions (not methods, not imports) that ``launch`` runs in each process."""
         target = launch.target
-        if target is None or self.ctx.get(FlowFacts).qualname(target) is not None:
+        if target is None or self.ctx.get(QualifiedNames).qualname(target) is not None:
             return []
         return self.ctx.get(LocalFunctions).functions.get(target.id, [])
 

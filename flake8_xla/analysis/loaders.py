@@ -10,8 +10,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from .assignments import Assignments
 from .bindings import Bindings
 from .callgraph import LocalFunctions
-from .control import FlowFacts
-from .semantic import Reference, SemanticModel
+from .semantic import QualifiedNames, Reference, SemanticModel
 from .syntax import Fact, NodeIndex, Parents, argument, dotted, is_constant, walk
 
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -119,7 +118,7 @@ class DataLoaders(Fact):
         if type(node) is not ast.Call:
             return False
         func = node.func
-        qualname = ctx.get(FlowFacts).qualname(func)
+        qualname = ctx.get(QualifiedNames).qualname(func)
         if qualname is not None:
             if qualname in ("datasets.load_dataset", "datasets.load_from_disk") and any(
                     k.arg == "streaming" and not is_constant(k.value, False) for k in node.keywords):
@@ -134,7 +133,7 @@ class DataLoaders(Fact):
         or one derived from a torchvision dataset."""
         local = self.ctx.get(LocalFunctions)
         cls = local.classes.get(name)
-        flow = self.ctx.get(FlowFacts)
+        names = self.ctx.get(QualifiedNames)
         seen: Set[int] = set()
         while cls is not None and id(cls) not in seen:
             seen.add(id(cls))
@@ -143,7 +142,7 @@ class DataLoaders(Fact):
                 return False
             following = None
             for base in cls.bases:
-                qualname = flow.qualname(base) or ""
+                qualname = names.qualname(base) or ""
                 if qualname in _ITERABLE_BASES or _ITERABLE_WORD.search(dotted(base) or ""):
                     return False
                 if qualname.startswith(_MAP_STYLE_MODULES):

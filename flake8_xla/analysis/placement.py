@@ -14,6 +14,7 @@ from .control import FlowFacts, Position
 from .device_values import DeviceValues
 from .project import XLA_MODULE
 from .reads import READ_METHODS
+from .semantic import QualifiedNames
 from .syntax import Fact, NodeIndex, Parents, argument, dotted
 from .tensors import TensorFacts
 from .values import DEVICE, MODULE
@@ -34,6 +35,7 @@ class XlaPlacement(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
+        self.names = ctx.get(QualifiedNames)
         self.bindings: Assignments = ctx.get(Assignments)
         self.tensors: TensorFacts = ctx.get(TensorFacts)
         self.devices: DeviceValues = ctx.get(DeviceValues)
@@ -50,7 +52,7 @@ class XlaPlacement(Fact):
             func = expr.func
             if type(func) is ast.Attribute and func.attr == "state_dict" and not expr.args:
                 return self._state_of(dotted(func.value), at)
-            if type(func) is ast.Name and func.id == "dict" and self.flow.reference(func) is None:
+            if type(func) is ast.Name and func.id == "dict" and self.names.reference(func) is None:
                 return self._first(list(expr.args) + [k.value for k in expr.keywords], at, depth)
             return None
         name = dotted(expr)
@@ -77,7 +79,7 @@ class XlaPlacement(Fact):
             return f"`{owner}.state_dict()`", f"`{owner}` is on the XLA device {since}"
         build = self.ctx.get(FsdpWraps).optimizer_named(owner, at.statement)
         if build is None or build.param_groups or not self.flow.runs_before(build.at, at) or \
-                self.flow.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
+                self.names.qualname(build.call.func) in _OPTIMIZERS_WITHOUT_STATE and \
                 not _has_momentum(build.call):
             return None
         for module in build.params_of:
@@ -154,7 +156,7 @@ class XlaPlacement(Fact):
         if type(value) is not ast.Call:
             return False
         func = value.func
-        qualname = self.flow.qualname(func) or ""
+        qualname = self.names.qualname(func) or ""
         if qualname.startswith("torch.") and qualname[6:] in _FACTORIES:
             device = next((k.value for k in value.keywords if k.arg == "device"), None)
             return device is not None and self.devices.xla_device_value(device) is not None

@@ -7,10 +7,9 @@ import ast
 import builtins
 from typing import Dict, List, Optional, Set, Tuple
 
-from .control import FlowFacts
 from .fsdp import MASTER_WORD
 from .launches import Launch, Launches
-from .semantic import Reference, SemanticModel
+from .semantic import QualifiedNames, Reference, SemanticModel
 from .syntax import PARTIAL, Fact, NodeIndex, Parents, dotted, leaves, walk
 from .wraps import FSDP_V1
 
@@ -31,9 +30,9 @@ class EveryRank(Fact):
         self.reasons: Dict[int, str] = {}
         self.launching: Set[int] = set()  # functions (or the module) that start the processes: the parent
         self._locals: Dict[int, Dict[str, List[Optional[ast.AST]]]] = {}
-        self.flow = ctx.get(FlowFacts)
+        names = ctx.get(QualifiedNames)
         for ref in ctx.get(SemanticModel).references:
-            if ref.qualname in FSDP_V1 and not ref.is_import and builds_fsdp(ref, self.flow):
+            if ref.qualname in FSDP_V1 and not ref.is_import and builds_fsdp(ref, names):
                 self._mark_builder(ref.node)
         launches = ctx.get(Launches)
         for launch in launches.all:
@@ -156,10 +155,10 @@ class EveryRank(Fact):
         return found
 
 
-def builds_fsdp(ref: Reference, flow: FlowFacts) -> bool:
+def builds_fsdp(ref: Reference, names: QualifiedNames) -> bool:
     """``FSDP(...)`` or ``functools.partial(FSDP, ...)``, not ``isinstance(m, FSDP)``."""
     if ref.call is not None:
         return True
     parent = ref.parent
     return type(parent) is ast.Call and bool(parent.args) and parent.args[0] is ref.node and \
-        flow.qualname(parent.func) == PARTIAL
+        names.qualname(parent.func) == PARTIAL

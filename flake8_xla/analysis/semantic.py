@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .releases import Guard, release_guard
-from .syntax import CHILD_FIELDS, Fact, chain_text, child_fields, is_fallback_return, walk
+from .syntax import CHILD_FIELDS, chain_text, child_fields, is_fallback_return, walk
 from ..versions import Version
 
 # Modules that libraries import under a short name at their top level, so that a star import of the
@@ -155,13 +155,26 @@ class Reference(NamedTuple):
 _Use = Tuple[ast.AST, str, Tuple[str, ...], Scope, int, Optional[ast.AST]]
 
 
-class QualifiedNames(Fact):
-    """id(node) -> the qualified name it refers to, for every resolved use of a name (imports aside):
-    the table the step and call-graph facts look calls up in."""
+class QualifiedNames:
+    """What a node refers to, for every resolved use of a name (imports aside): its Reference and
+    qualified name; ``by_node`` (id(node) -> qualified name) is the table the step and call-graph facts
+    look calls up in."""
 
-    def __init__(self, ctx) -> None:
-        self.by_node: Dict[int, str] = {id(r.node): r.qualname for r in ctx.get(SemanticModel).references
-                                        if not r.is_import}
+    @classmethod
+    def from_context(cls, ctx) -> "QualifiedNames":
+        return cls(ctx.get(SemanticModel).references)
+
+    def __init__(self, references: Sequence[Reference]) -> None:
+        self._references: Dict[int, Reference] = {id(r.node): r for r in references if not r.is_import}
+        self.by_node: Dict[int, str] = {key: r.qualname for key, r in self._references.items()}
+
+    def reference(self, node: ast.AST) -> Optional[Reference]:
+        """The resolved (non-import) reference whose node is ``node``."""
+        return self._references.get(id(node))
+
+    def qualname(self, node: ast.AST) -> Optional[str]:
+        ref = self._references.get(id(node))
+        return ref.qualname if ref is not None else None
 
 
 class SemanticModel:

@@ -12,6 +12,7 @@ from .device_values import DeviceValues
 from .project import (DEVICE_LOADER, OTHER_DEVICE, XLA_DEVICE, XLA_MODULE, FunctionSummary, HostRead, ModuleSummary,
                       OutgoingCall, not_project)
 from .reads import READ_BUILTINS, READ_METHODS
+from .semantic import QualifiedNames
 from .syntax import NodeIndex, dotted, is_constant, is_fallback_return, positional_parameters, to_cpu, walk
 from .loops import StepRegions
 from .placement import XlaPlacement
@@ -39,7 +40,7 @@ def summarize(ctx) -> ModuleSummary:
             defs.append((stmt.name, stmt, False))
         elif type(stmt) is ast.ClassDef:
             defs.extend((f"{stmt.name}.{m.name}", m, True) for m in stmt.body if type(m) in _DEFS)
-    qualname = ctx.get(FlowFacts).qualname
+    qualname = ctx.get(QualifiedNames).qualname
     tensors, devices = ctx.get(TensorFacts), ctx.get(DeviceValues)
     kind = tensors.kind
     direct_syncs: Dict[str, bool] = {}

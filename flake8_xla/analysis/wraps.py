@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 from .assignments import Assignments
 from .calls import ProjectCalls
 from .control import FlowFacts, Position
-from .semantic import SemanticModel
+from .semantic import QualifiedNames, SemanticModel
 from .syntax import Fact, NodeIndex, dotted, is_fallback_return, prefixes, walk, within_dotted
 
 FSDP_V1 = frozenset({
@@ -242,7 +242,7 @@ class HelperWraps(Fact):
         """(the file's function, or the summary of another module's) a call runs, or None. By name
         only: this is asked of every call of a file that reduces gradients or wraps in FSDP."""
         func = call.func
-        if type(func) is ast.Name and func.id in self._local and self.ctx.get(FlowFacts).qualname(func) is None:
+        if type(func) is ast.Name and func.id in self._local and self.ctx.get(QualifiedNames).qualname(func) is None:
             return self._local[func.id], None
         summary = self.ctx.get(ProjectCalls).callee(call)
         return (None, summary) if summary is not None else None
@@ -263,7 +263,8 @@ class HelperWraps(Fact):
         if found is None:
             return None
         local, summary = found
-        kind = returned_wrapper(local, flow.qualname, bindings.value_of) if local is not None else summary.returns_fsdp
+        qualname = self.ctx.get(QualifiedNames).qualname
+        kind = returned_wrapper(local, qualname, bindings.value_of) if local is not None else summary.returns_fsdp
         if not kind:
             return None
         inner = value.args[0] if value.args else None
@@ -277,7 +278,7 @@ class HelperWraps(Fact):
     def assigned_to(self, names: Optional[frozenset]) -> List[Wrap]:
         """:attr:`assigned`, of the assignments to ``names`` only (None: all): asking a helper of another
         module means reading that module, which a cold run pays for."""
-        flow = self.ctx.get(FlowFacts)
+        flow, qualname = self.ctx.get(FlowFacts), self.ctx.get(QualifiedNames).qualname
         out: List[Wrap] = []
         for stmt in self.ctx.get(NodeIndex).of(ast.Assign):
             value = stmt.value
@@ -289,7 +290,7 @@ class HelperWraps(Fact):
             if found is None:
                 continue
             local, summary = found
-            kind = returned_wrapper(local, flow.qualname, self._value_of) if local is not None else \
+            kind = returned_wrapper(local, qualname, self._value_of) if local is not None else \
                 summary.returns_fsdp
             at = flow.position(stmt) if kind else None
             if at is not None:
@@ -310,7 +311,7 @@ class HelperWraps(Fact):
             if found is None:
                 continue
             local, summary = found
-            positions = reduced_parameters(local, self.ctx.get(FlowFacts).qualname, False) if local is not None \
+            positions = reduced_parameters(local, self.ctx.get(QualifiedNames).qualname, False) if local is not None \
                 else summary.reduces
             if positions and positions[0] in given:
                 out.append((call, positions[0]))

@@ -13,6 +13,7 @@ from .devices import XLA_DEVICE_CALLS
 from .control import FlowFacts
 from .loops import STEP_MARKERS, SYNCS
 from .off_xla import OffXla
+from .semantic import QualifiedNames
 from .syntax import Fact, NodeIndex, Parents, leaves, walk
 
 # what makes a scope run on XLA: the device, a sync, an XLA optimizer step, a device loader
@@ -32,6 +33,7 @@ class XlaScopes(Fact):
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.flow: FlowFacts = ctx.get(FlowFacts)
+        self.names = ctx.get(QualifiedNames)
         self.index: NodeIndex = ctx.get(NodeIndex)
         self._evidence: Dict[int, Optional[Evidence]] = {}
 
@@ -94,9 +96,9 @@ class XlaScopes(Fact):
         for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
             kind = type(node)
             if kind is ast.Call:
-                if _names_xla(self.flow.qualname(node.func), node, devices) and self.unconditional(node):
+                if _names_xla(self.names.qualname(node.func), node, devices) and self.unconditional(node):
                     return Evidence(node, _spelled(node))
-            elif kind is ast.Name and type(node.ctx) is ast.Load and self.flow.qualname(node) is None:
+            elif kind is ast.Name and type(node.ctx) is ast.Load and self.names.qualname(node) is None:
                 value = devices.xla_device_value(node)
                 if value is not None and self.unconditional(node) and self.unconditional(value):
                     return Evidence(value, _spelled(value))

@@ -5,6 +5,7 @@ from typing import Iterator, Optional
 from flake8_xla.rules.examples import EXAMPLE_FSDP
 from flake8_xla.analysis.syntax import PARTIAL, dotted
 from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.semantic import QualifiedNames
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.wraps import FsdpWraps
 from flake8_xla.analysis.assignments import Assignments
@@ -82,14 +83,14 @@ def _native_policy(node: ast.AST, ctx: FileContext, at: ast.AST, depth: int = 0)
     """The torch.distributed.fsdp.wrap policy ``node`` evaluates to, when it is one."""
     if depth > 3:
         return None
-    flow = ctx.get(FlowFacts)
-    if type(node) is ast.Call and flow.qualname(node.func) == PARTIAL and node.args:
+    names = ctx.get(QualifiedNames)
+    if type(node) is ast.Call and names.qualname(node.func) == PARTIAL and node.args:
         return _native_policy(node.args[0], ctx, at, depth + 1)
-    qualname = flow.qualname(node)
+    qualname = names.qualname(node)
     if qualname and qualname.startswith(NATIVE_POLICIES):
         return qualname
     name = dotted(node)
-    where = flow.position(at)
+    where = ctx.get(FlowFacts).position(at)
     if name and where is not None and type(node) is ast.Name:
         bound = ctx.get(Assignments).bindings_before(name, where)
         if bound:

@@ -6,7 +6,7 @@ from flake8_xla.analysis.devices import XLA_DEVICE_CALLS, placements
 from flake8_xla.analysis.control import FlowFacts, within
 from flake8_xla.analysis.fsdp import USE_SPMD
 from flake8_xla.rules.examples import EXAMPLE_XR
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 
@@ -74,7 +74,7 @@ class UseSpmdAfterDeviceUse(Rule):
                 uses.append(ref.call)
         if not calls:
             return
-        uses.extend(node for node, _ in placements(ctx.get(NodeIndex), ctx.get(FlowFacts).qualname))
+        uses.extend(node for node, _ in placements(ctx.get(NodeIndex), ctx.get(QualifiedNames).qualname))
         if not uses:
             return
         placed = [(use, ctx.get(FlowFacts).place(use)) for use in uses]

@@ -8,7 +8,7 @@ from flake8_xla.analysis.hooks import TRAINING
 from flake8_xla.analysis.loops import RegionKind, StepRegion
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import DEVICE, HOST, HOST_TENSOR, MODULE
-from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.semantic import QualifiedNames
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.loops import StepRegions
 from flake8_xla.analysis.reads import READ_METHODS
@@ -200,7 +200,7 @@ class HostSyncInStep(Rule):
                 value = next((a for a in node.args if kind(a) == DEVICE), None)
                 return None if value is None else fit(value, "a tensor", room, "formatting ", " with str.format")
             return None
-        if type(func) is ast.Name and func.id in CONVERSIONS and ctx.get(FlowFacts).qualname(func) is None:
+        if type(func) is ast.Name and func.id in CONVERSIONS and ctx.get(QualifiedNames).qualname(func) is None:
             value = next((a for a in node.args if kind(a) == DEVICE), None)
             if value is not None:
                 return fit(node, f"{func.id}({abridged(value, '...', FIRST_LINE)})", room)
@@ -253,7 +253,7 @@ def _logged(ctx: FileContext, call: ast.Call) -> Tuple[Optional[ast.expr], str]:
     """A device tensor handed to a logging call or a tensorboard scalar writer, with the verb."""
     func = call.func
     receiver = ast.unparse(func.value).lower()
-    qualname = ctx.get(FlowFacts).qualname(func) or ""
+    qualname = ctx.get(QualifiedNames).qualname(func) or ""
     if func.attr in SCALAR_WRITERS:
         how = "writing"
     elif func.attr in LOG_METHODS and (qualname.startswith("logging.") or "log" in receiver):

@@ -10,8 +10,7 @@ from flake8_xla.analysis.callgraph import LocalFunctions
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import HOST_TENSOR
 from flake8_xla.versions import Version
-from flake8_xla.analysis.semantic import SemanticModel
-from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.reads import READ_METHODS
 from flake8_xla.analysis.syntax import NodeIndex
@@ -186,7 +185,7 @@ def _cuts(ctx: FileContext, node: ast.AST, syncing: Set[int], aliases: Set[str])
     """Whether ``node`` syncs the graph: a sync, a call of a name given one (``mark = xm.mark_step``,
     ``step = torch_xla.compile(fn)``), a barrier optimizer step, a compiled step, or a call of a
     function of this file that does one of those."""
-    qualname = ctx.get(FlowFacts).qualname
+    qualname = ctx.get(QualifiedNames).qualname
     if type(node) is ast.Call:
         name = qualname(node.func)
         if name is None and type(node.func) is ast.Name and node.func.id in aliases:
@@ -210,7 +209,7 @@ def _syncing_functions(ctx: FileContext) -> Tuple[Set[int], Set[str]]:
     """id() of the functions and methods of this file that sync (directly or through each other,
     resolved loosely: a wrongly resolved wrapper only keeps the rule silent) or are compiled as a
     step, and the names assigned a sync or a compiled step."""
-    qualname = ctx.get(FlowFacts).qualname
+    qualname = ctx.get(QualifiedNames).qualname
     aliases = set()
     for node in ctx.get(NodeIndex).of(ast.Assign):  # mark = xm.mark_step; step = torch_xla.compile(fn)
         value = node.value

@@ -6,7 +6,7 @@ from flake8_xla.analysis.devices import RUNTIME_STARTS, placements
 from flake8_xla.analysis.control import FlowFacts, Place
 from flake8_xla.rules.examples import EXAMPLE_XM
 from flake8_xla.analysis.launches import Launches
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.versions import Version
@@ -121,10 +121,10 @@ class DeviceBeforeLaunch(Rule):
         direct: List[Tuple[ast.AST, str]] = [(ref.call, ref.written_prefix(ref.qualname) + "()")
                                              for ref in ctx.get(SemanticModel).references
                                              if ref.call is not None and ref.qualname in RUNTIME_STARTS]
-        flow = ctx.get(FlowFacts)
-        direct.extend(placements(ctx.get(NodeIndex), flow.qualname))
+        direct.extend(placements(ctx.get(NodeIndex), ctx.get(QualifiedNames).qualname))
         if not direct:
             return
+        flow = ctx.get(FlowFacts)
         # (node, as spelled, what a helper it calls uses: "" for a direct use)
         uses = [(node, what, "") for node, what in direct] + ctx.get(Launches).helper_calls(direct)
         placed = [(launch.call, launch.spelled, flow.place(launch.call))

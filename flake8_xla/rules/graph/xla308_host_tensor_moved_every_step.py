@@ -6,7 +6,7 @@ from typing import Callable, Iterator, Optional, Tuple
 from flake8_xla.fixing.edits import Edit, Fix
 from flake8_xla.fixing.fixpoint import FixSite
 from flake8_xla.rules.graph.wording import BUDGET, fit, spelled, where, where_in_full
-from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.semantic import QualifiedNames
 from flake8_xla.analysis.loops import StepRegions, is_test_file
 from flake8_xla.analysis.syntax import NodeIndex, Parents, argument, dotted
 from flake8_xla.analysis.device_values import DeviceValues
@@ -140,14 +140,14 @@ class HostTensorMovedEveryStep(Rule):
         if is_test_file(ctx.filename):
             return  # a test makes its inputs on purpose; a few iterations, not a training run
         regions = ctx.get(StepRegions)
-        flow = ctx.get(FlowFacts)
+        names = ctx.get(QualifiedNames)
         devices = ctx.get(DeviceValues)
         seed = "torch_xla.manual_seed" if ctx.target.version >= _MANUAL_SEED else "xm.set_rng_state"
         for call in ctx.get(NodeIndex).of(ast.Call):
             func = call.func
             if type(func) is not ast.Attribute or func.attr != "to" or not (call.args or call.keywords):
                 continue
-            factory, name = _factory(func.value, flow)
+            factory, name = _factory(func.value, names)
             if factory is None:
                 continue
             region = regions.region_of(call)
@@ -175,15 +175,15 @@ class HostTensorMovedEveryStep(Rule):
                 functools.partial(_build_fix, call, factory, target) if fixable else None
 
 
-def _factory(node: ast.AST, flow: FlowFacts) -> Tuple[Optional[ast.Call], str]:
+def _factory(node: ast.AST, names: QualifiedNames) -> Tuple[Optional[ast.Call], str]:
     """The torch factory call (without ``device=``) at the root of ``node``, through shape changes
     and casts (``torch.arange(n).unsqueeze(0).long()``), and its name; else (None, "")."""
     while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _EXACT_METHODS and \
-            flow.qualname(node.func) is None:
+            names.qualname(node.func) is None:
         node = node.func.value
     if type(node) is not ast.Call:
         return None, ""
-    qualname = flow.qualname(node.func) or ""
+    qualname = names.qualname(node.func) or ""
     name = qualname[6:] if qualname.startswith("torch.") else ""
     if name not in DETERMINISTIC and name not in RANDOM:
         return None, ""

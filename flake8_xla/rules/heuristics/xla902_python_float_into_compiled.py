@@ -6,7 +6,7 @@ from flake8_xla.rules.graph.wording import spelled
 from flake8_xla.analysis.loops import LOOPS, SCOPES, RegionKind, compiled_callables
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
 from flake8_xla.analysis.values import TENSORS
-from flake8_xla.analysis.control import FlowFacts
+from flake8_xla.analysis.semantic import QualifiedNames
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.syntax import NodeIndex
 
@@ -117,7 +117,7 @@ def _floating(ctx: FileContext, expr: ast.expr, loop: ast.AST, seen: Set[str]) -
         if kind is ast.Call:
             func = node.func
             called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-            qualname = ctx.get(FlowFacts).qualname(func) or ""
+            qualname = ctx.get(QualifiedNames).qualname(func) or ""
             if called in FLOAT_CALLS or called == "item" or qualname.startswith("math."):
                 return True
         if kind is ast.Name and node.id not in seen:

@@ -2,8 +2,7 @@
 import ast
 from typing import Callable, Iterator, Optional, Tuple
 
-from flake8_xla.analysis.control import FlowFacts
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, argument, dotted
 from flake8_xla.analysis.tensors import TensorFacts
 from flake8_xla.analysis.values import TENSORS
@@ -157,7 +156,7 @@ def _one_tensor(ctx: FileContext, tensors: TensorFacts, node: ast.AST, depth: in
         return node.attr == "grad"
     if type(node) is ast.Call:
         func = node.func
-        if ctx.get(FlowFacts).qualname(func) in _TORCH_TENSOR:
+        if ctx.get(QualifiedNames).qualname(func) in _TORCH_TENSOR:
             return True
         return type(func) is ast.Attribute and func.attr in _TENSOR_METHODS
     if type(node) is ast.BinOp:
@@ -180,7 +179,7 @@ def _tensor_parameter(ctx: FileContext, name: ast.Name) -> bool:
     if param is None or param.annotation is None:
         return False
     annotation = param.annotation
-    if ctx.get(FlowFacts).qualname(annotation) != "torch.Tensor" and dotted(annotation) != "torch.Tensor":
+    if ctx.get(QualifiedNames).qualname(annotation) != "torch.Tensor" and dotted(annotation) != "torch.Tensor":
         return False
     return not any(type(n) is ast.Name and n.id == name.id and type(n.ctx) is not ast.Load
                    for n in ctx.get(NodeIndex).below(scope.body, _SCOPES))

@@ -5,9 +5,8 @@ from typing import Iterator, List, Optional, Tuple
 
 from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.analysis.device_values import DeviceValues
-from flake8_xla.analysis.control import FlowFacts
 from flake8_xla.analysis.off_xla import OffXla
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.placement import MovedModules, surely_on_xla
 from flake8_xla.analysis.syntax import NodeIndex
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -186,13 +185,13 @@ def _other_seeding(ctx: FileContext) -> bool:
     """A call of a seeding helper from another module of the project or an unknown library
     (``utils.set_seed(args.seed)``, ``from common import seed_all``): it may seed XLA as well."""
     local = {node.name for node in ctx.get(NodeIndex).of(ast.FunctionDef, ast.AsyncFunctionDef)}
-    flow = ctx.get(FlowFacts)
+    names = ctx.get(QualifiedNames)
     for call in ctx.get(NodeIndex).of(ast.Call):
         func = call.func
         name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else ""
         if not _SEEDING.search(name) or name in local:
             continue
-        qualname = flow.qualname(func)
+        qualname = names.qualname(func)
         if qualname is not None and (qualname in TORCH_SEED or qualname.startswith(_NOT_XLA_SEEDS)):
             continue
         if type(func) is ast.Attribute and qualname is None:

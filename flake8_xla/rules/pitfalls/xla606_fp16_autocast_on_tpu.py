@@ -2,8 +2,7 @@
 import ast
 from typing import Callable, Iterator, Optional, Tuple
 
-from flake8_xla.analysis.control import FlowFacts
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, argument, dotted, is_constant
 from flake8_xla.analysis.bindings import Bindings
 from flake8_xla.fixing.edits import Edit, Fix
@@ -99,7 +98,6 @@ class Fp16AutocastOnTpu(Rule):
     def check_fixable(self, ctx: FileContext) -> Iterator[Tuple[Diagnostic, Optional[Callable]]]:
         if ctx.target.version < _CHECKED_SINCE:
             return
-        flow: Optional[FlowFacts] = None
         probes: Optional[set] = None
         for ref in ctx.get(SemanticModel).references:
             call = ref.call
@@ -112,11 +110,10 @@ class Fp16AutocastOnTpu(Rule):
                 probes = _probing_autocast(ctx)
             if id(call) in probes:
                 continue
-            flow = flow or ctx.get(FlowFacts)
             written, value = dtype, dtype
             if type(dtype) is ast.Name:
                 value = ctx.get(Bindings).assigned_value(dtype) or dtype
-            qualname = flow.qualname(value)
+            qualname = ctx.get(QualifiedNames).qualname(value)
             if qualname not in FLOAT16:
                 continue
             gpu = "" if ctx.target.version >= _NO_GPU_SINCE else " (float16 is for XLA:GPU only)"

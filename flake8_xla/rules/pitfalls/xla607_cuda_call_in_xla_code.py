@@ -2,8 +2,7 @@
 import ast
 from typing import Iterator, Optional, Tuple
 
-from flake8_xla.analysis.control import FlowFacts
-from flake8_xla.analysis.semantic import SemanticModel
+from flake8_xla.analysis.semantic import QualifiedNames, SemanticModel
 from flake8_xla.analysis.syntax import NodeIndex, argument, dotted, is_constant
 from flake8_xla.analysis.xla_scopes import XlaScopes
 from flake8_xla.rule import Diagnostic, Example, FileContext, Rule
@@ -217,14 +216,14 @@ class CudaCallInXlaCode(Rule):
                                 "more graph execution per step",
                                 " bfloat16 on TPU needs no loss scaling: drop the scaler (and use "
                                 "torch.autocast('xla', dtype=torch.bfloat16)).")
-        flow = ctx.get(FlowFacts)
+        names = ctx.get(QualifiedNames)
         to_xla = "use .to(device) with the XLA device"
         for call in ctx.get(NodeIndex).of(ast.Call):
             func = call.func
-            if type(func) is ast.Attribute and flow.qualname(func) is None:
-                if func.attr == "cuda" and len(call.args) <= 1 and flow.qualname(func.value) is None:
+            if type(func) is ast.Attribute and names.qualname(func) is None:
+                if func.attr == "cuda" and len(call.args) <= 1 and names.qualname(func.value) is None:
                     label = f"{_short(func.value)}.cuda()"
-                    if _empty_loss(func.value, flow):
+                    if _empty_loss(func.value, names):
                         yield _cuda_use(call, label, "is CUDA-only", to_xla,
                                         "the loss holds no tensors, so it does nothing yet; given a weight it raises "
                                         "on a host without CUDA (a TPU VM)")
@@ -247,11 +246,11 @@ def _short(node: ast.AST) -> str:
     return f"{_short(node.func)}(...)" if type(node) is ast.Call else "..."
 
 
-def _empty_loss(node: ast.AST, flow: FlowFacts) -> bool:
+def _empty_loss(node: ast.AST, names: QualifiedNames) -> bool:
     """``nn.BCEWithLogitsLoss(reduction='mean')``: a torch.nn loss built without a tensor (no weight)."""
     if type(node) is not ast.Call:
         return False
-    qualname = flow.qualname(node.func) or ""
+    qualname = names.qualname(node.func) or ""
     return qualname.startswith("torch.nn.") and qualname.endswith("Loss") and not node.args and \
         all(type(k.value) is ast.Constant for k in node.keywords)
 
